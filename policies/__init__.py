@@ -1,0 +1,1 @@
+"""metalfleet.policies."""

@@ -1,0 +1,79 @@
+"""The driver contract: a small compute protocol and a separate power protocol.
+
+Only platforms with real power control (IPMI/Redfish BMCs) implement :class:`PowerDriver`; clouds
+implement :class:`ComputeDriver`. Every driver passes one shared contract test suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from .models import Node, NodeSpec, NodeState, Offering
+
+__all__ = ["ComputeDriver", "PowerDriver", "PowerState", "ProgressCallback"]
+
+#: Called by ``wait`` with the nodes as last seen, each poll.
+ProgressCallback = Callable[[Sequence[Node]], None]
+
+
+@runtime_checkable
+class ComputeDriver(Protocol):
+    """Order, observe and release nodes on one provider."""
+
+    name: str
+
+    def offerings(self) -> list[Offering]:
+        """GPU node types this provider sells, with prices."""
+        ...
+
+    def validate(self, spec: NodeSpec) -> None:
+        """Check ``spec`` offline; raise InvalidSpecError naming the field. Makes no API call."""
+        ...
+
+    def order(self, spec: NodeSpec) -> Node:
+        """Order one node. Idempotent on ``spec.idempotency_key``: a repeat returns the same node."""
+        ...
+
+    def get(self, node_id: str) -> Node:
+        """The node as the provider sees it now; NotFoundError if it never existed."""
+        ...
+
+    def list_nodes(self, cluster: str) -> list[Node]:
+        """Every live (not terminated) node tagged with ``cluster``."""
+        ...
+
+    def wait(
+        self,
+        node_ids: Sequence[str],
+        state: NodeState = NodeState.RUNNING,
+        *,
+        timeout: float = 1800.0,
+        poll: float = 5.0,
+        progress: ProgressCallback | None = None,
+    ) -> list[Node]:
+        """Block until every node is in ``state``; TimeoutError past ``timeout``."""
+        ...
+
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+        """Terminate the node; with ``wait``, return once it is gone. Releasing a gone node is a no-op."""
+        ...
+
+
+class PowerState(StrEnum):
+    ON = "on"
+    OFF = "off"
+    UNKNOWN = "unknown"
+
+
+@runtime_checkable
+class PowerDriver(Protocol):
+    """Power control for hosts behind a BMC: act, then wait for the state."""
+
+    def power_state(self, node_id: str) -> PowerState: ...
+
+    def set_power(self, node_id: str, state: PowerState, *, wait: bool = True, timeout: float = 300.0) -> None:
+        ...
+
+    def set_boot_device(self, node_id: str, device: str) -> None: ...

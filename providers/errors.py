@@ -1,0 +1,119 @@
+"""One error tree for every provider, so callers handle failures without knowing which SDK raised them.
+
+::
+
+    MetalfleetError                 provider, code, request_id
+    ├── InvalidSpecError            a spec or config value is wrong (names the field); never retried
+    ├── AuthError                   credentials missing, wrong or not allowed; never retried
+    ├── QuotaError                  an account limit (vCPU, instance count); never retried
+    ├── CapacityError               the provider has no capacity in the zone; never retried here
+    ├── NotFoundError               the node/resource does not exist
+    ├── ConflictError               the request conflicts with existing state (e.g. idempotency key reuse)
+    ├── TimeoutError                a wait ran past its deadline
+    ├── TransientError              a fault worth retrying (5xx, connection reset)
+    │   └── RateLimitedError        throttled; carries retry_after when the provider says
+    └── ProviderError               anything else the provider said no to
+
+Drivers translate SDK exceptions into this tree at their boundary (``raise ... from exc``); nothing
+above the drivers ever sees a botocore or Tea exception.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "CapacityError",
+    "ConflictError",
+    "InvalidSpecError",
+    "MetalfleetError",
+    "NotFoundError",
+    "ProviderError",
+    "QuotaError",
+    "RateLimitedError",
+    "TimeoutError",
+    "TransientError",
+]
+
+
+class MetalfleetError(Exception):
+    """Root of every error metalfleet raises."""
+
+    #: Whether retrying the same call may succeed.
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.code = code
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        ctx = [f"{k}={v}" for k, v in (("provider", self.provider), ("code", self.code),
+                                         ("request_id", self.request_id)) if v]
+        if ctx:
+            parts.append(f"[{', '.join(ctx)}]")
+        return " ".join(parts)
+
+
+class InvalidSpecError(MetalfleetError):
+    """A spec or configuration value is wrong; ``field`` is the dotted path to it."""
+
+    def __init__(self, message: str, *, field: str | None = None, value: object = None, **kw: str | None):
+        super().__init__(message, **kw)
+        self.field = field
+        self.value = value
+
+
+class AuthError(MetalfleetError):
+    """Credentials are missing, invalid, or not allowed to do this."""
+
+
+class QuotaError(MetalfleetError):
+    """An account limit stops the request; raise the quota, do not retry."""
+
+
+class CapacityError(MetalfleetError):
+    """The provider has no capacity for this offering where asked."""
+
+    def __init__(self, message: str, *, zone: str | None = None, **kw: str | None) -> None:
+        super().__init__(message, **kw)
+        self.zone = zone
+
+
+class NotFoundError(MetalfleetError):
+    """The resource does not exist (or no longer does)."""
+
+
+class ConflictError(MetalfleetError):
+    """The request conflicts with existing state."""
+
+
+class TimeoutError(MetalfleetError):
+    """A wait ran past its deadline."""
+
+
+class TransientError(MetalfleetError):
+    """A fault that may pass: a 5xx, a reset connection."""
+
+    retryable = True
+
+
+class RateLimitedError(TransientError):
+    """The provider throttled the call; ``retry_after`` is in seconds when known."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: str | None) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class ProviderError(MetalfleetError):
+    """The provider refused for a reason not mapped to a more specific class."""

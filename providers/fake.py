@@ -1,0 +1,170 @@
+"""An in-memory (optionally file-backed) driver that passes the same contract suite as real ones.
+
+File-backed state lets several processes share one fake cloud: a Pulumi dynamic provider runs in
+its own process, and the contract suite kills an ordering process mid-order and runs it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from .contract import ProgressCallback
+from .errors import CapacityError, InvalidSpecError, NotFoundError, RateLimitedError, TimeoutError
+from .models import BillingModel, Fabric, Interconnect, Node, NodeSpec, NodeState, Offering, Price
+
+__all__ = ["FakeDriver"]
+
+_AS_OF = date(2026, 11, 1)
+_OFFERINGS = (
+    Offering("fake", "fake.8xh100", "H100", 8, 80, Interconnect.NVSWITCH, 900.0, Fabric.INFINIBAND, 8, 3200.0,
+             192, 2048, 8, 3576, True, (Price(BillingModel.ON_DEMAND, 20.0, "USD", _AS_OF, "fake"),)),
+    Offering("fake", "fake.8xa100", "A100", 8, 80, Interconnect.NVSWITCH, 600.0, Fabric.ROCE, 4, 400.0,
+             96, 1152, 8, 1000, True, (Price(BillingModel.ON_DEMAND, 12.0, "USD", _AS_OF, "fake"),)),
+)
+
+
+class FakeDriver:
+    """A fake cloud: nodes become RUNNING after ``boot_seconds``.
+
+    ``capacity`` bounds live nodes (a CapacityError past it); ``throttle`` is the fraction of calls
+    answered with a RateLimitedError, to exercise the retry policy.
+    """
+
+    name = "fake"
+
+    def __init__(
+        self,
+        region: str = "local-1",
+        state_path: str | os.PathLike[str] | None = None,
+        boot_seconds: float = 0.0,
+        capacity: int | None = None,
+        throttle: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
+        self.region = region
+        self._path = Path(state_path) if state_path else None
+        self._boot = float(boot_seconds)
+        self._capacity = capacity
+        self._throttle = float(throttle)
+        self._rng = random.Random(seed)
+        self._lock = threading.RLock()
+        self._mem: dict[str, Any] = {"nodes": {}, "keys": {}, "seq": 0}
+        self.calls = itertools.count()
+
+    # -- state ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _state(self) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            if self._path is None:
+                yield self._mem
+                return
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._path, "a+") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                fh.seek(0)
+                raw = fh.read()
+                state = json.loads(raw) if raw else {"nodes": {}, "keys": {}, "seq": 0}
+                yield state
+                fh.seek(0)
+                fh.truncate()
+                json.dump(state, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def _maybe_throttle(self) -> None:
+        next(self.calls)
+        if self._throttle and self._rng.random() < self._throttle:
+            raise RateLimitedError("fake throttling", provider=self.name, code="Throttling")
+
+    def _node(self, raw: dict[str, Any]) -> Node:
+        state = NodeState(raw["state"])
+        if state == NodeState.PENDING and time.time() >= raw["ready_at"]:
+            state = NodeState.RUNNING
+        return Node(id=raw["id"], provider=self.name, region=self.region, zone=raw["zone"], state=state,
+                    offering=raw["offering"], private_ip=raw["private_ip"], name=raw["name"],
+                    tags=raw["tags"], extra={"idempotency_key": raw["key"]})
+
+    # -- contract ------------------------------------------------------------------------------
+    def offerings(self) -> list[Offering]:
+        return list(_OFFERINGS)
+
+    def validate(self, spec: NodeSpec) -> None:
+        if spec.offering not in {o.name for o in _OFFERINGS}:
+            raise InvalidSpecError(f"unknown offering {spec.offering!r} for provider fake",
+                                   field="offering", value=spec.offering, provider=self.name)
+        if not spec.image:
+            raise InvalidSpecError("image is required", field="image", value=spec.image, provider=self.name)
+
+    def order(self, spec: NodeSpec) -> Node:
+        self.validate(spec)
+        self._maybe_throttle()
+        key = spec.idempotency_key
+        with self._state() as st:
+            if key in st["keys"]:
+                return self._node(st["nodes"][st["keys"][key]])
+            live = sum(1 for n in st["nodes"].values() if n["state"] not in ("terminated",))
+            if self._capacity is not None and live >= self._capacity:
+                raise CapacityError(f"no capacity for {spec.offering} in {spec.zone or self.region}",
+                                    zone=spec.zone, provider=self.name, code="InsufficientCapacity")
+            st["seq"] += 1
+            seq = st["seq"]
+            node_id = f"fake-{seq:06d}"
+            raw = {"id": node_id, "key": key, "state": "pending", "ready_at": time.time() + self._boot,
+                   "zone": spec.zone or f"{self.region}a", "offering": spec.offering,
+                   "private_ip": f"10.0.{seq // 250}.{seq % 250 + 1}", "name": spec.name,
+                   "tags": dict(spec.tags)}
+            st["nodes"][node_id] = raw
+            st["keys"][key] = node_id
+            return self._node(raw)
+
+    def get(self, node_id: str) -> Node:
+        self._maybe_throttle()
+        with self._state() as st:
+            raw = st["nodes"].get(node_id)
+            if raw is None:
+                raise NotFoundError(f"node {node_id} not found", provider=self.name, code="NotFound")
+            return self._node(raw)
+
+    def list_nodes(self, cluster: str) -> list[Node]:
+        self._maybe_throttle()
+        with self._state() as st:
+            return [self._node(r) for r in st["nodes"].values()
+                    if r["tags"].get("metalfleet:cluster") == cluster and r["state"] != "terminated"]
+
+    def wait(self, node_ids: Sequence[str], state: NodeState = NodeState.RUNNING, *, timeout: float = 1800.0,
+             poll: float = 0.05, progress: ProgressCallback | None = None) -> list[Node]:
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = [self.get(i) for i in node_ids]
+            if progress:
+                progress(nodes)
+            if all(n.state == state for n in nodes):
+                return nodes
+            if time.monotonic() > deadline:
+                waiting = [n.id for n in nodes if n.state != state]
+                raise TimeoutError(f"nodes {waiting} not {state.value} after {timeout:.0f}s", provider=self.name)
+            time.sleep(poll)
+
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+        self._maybe_throttle()
+        with self._state() as st:
+            raw = st["nodes"].get(node_id)
+            if raw is None:
+                raise NotFoundError(f"node {node_id} not found", provider=self.name, code="NotFound")
+            raw["state"] = "terminated"
+
+    # -- test affordances (what a console does out of band) ------------------------------------
+    def terminate_out_of_band(self, node_id: str) -> None:
+        with self._state() as st:
+            st["nodes"][node_id]["state"] = "terminated"

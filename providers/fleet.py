@@ -1,0 +1,151 @@
+"""Cluster-level operations over one driver: resolve the offering, validate, fan out, wait, release.
+
+The fan-out is why ordering 64 nodes takes about as long as ordering one: every node's order is
+an independent, idempotent call, so they run side by side instead of queueing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .contract import ComputeDriver, ProgressCallback
+from .errors import InvalidSpecError, MetalfleetError
+from .models import Node, NodeSpec, NodeState, Offering
+from .retry import DEFAULT_POLICY, RetryPolicy
+from .spec import ClusterSpec
+
+__all__ = ["OrderFailed", "order_cluster", "plan", "release_cluster", "resolve_offering"]
+
+
+class OrderFailed(MetalfleetError):
+    """A cluster order failed; ``cause`` is the first node's error, ``released`` what was rolled back."""
+
+    def __init__(self, message: str, *, cause: MetalfleetError, released: Sequence[str], kept: Sequence[str]):
+        super().__init__(message, provider=cause.provider, code=cause.code, request_id=cause.request_id)
+        self.cause = cause
+        self.released = list(released)
+        self.kept = list(kept)
+
+
+def resolve_offering(driver: ComputeDriver, spec: ClusterSpec) -> Offering:
+    """The offering named in the spec, or the cheapest one meeting its requirements."""
+    offerings = driver.offerings()
+    if spec.offering:
+        for o in offerings:
+            if o.name == spec.offering:
+                return o
+        names = ", ".join(sorted(o.name for o in offerings))
+        raise InvalidSpecError(f"offering {spec.offering!r} is not sold by {spec.provider} (known: {names})",
+                               field="offering", value=spec.offering, provider=spec.provider)
+    req = spec.requirements
+    assert req is not None
+    fits = [
+        o for o in offerings
+        if (req.gpu is None or o.gpu_model.lower() == req.gpu.lower())
+        and o.gpu_count >= req.min_gpus
+        and o.gpu_memory_gib >= req.min_gpu_memory_gib
+        and (req.fabric is None or o.fabric == req.fabric)
+        and (req.bare_metal is None or o.bare_metal == req.bare_metal)
+    ]
+    if not fits:
+        raise InvalidSpecError(f"no {spec.provider} offering meets requirements {req.model_dump(exclude_none=True)}",
+                               field="requirements", value=req.model_dump(exclude_none=True),
+                               provider=spec.provider)
+
+    def cost(o: Offering) -> float:
+        p = o.price(spec.capacity.billing) or o.price()
+        return p.hourly if p else float("inf")
+
+    return min(fits, key=lambda o: (cost(o), o.name))
+
+
+def plan(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] | None = None) -> list[NodeSpec]:
+    """Node specs for the whole cluster, each validated offline: a bad spec fails before any API call."""
+    offering = resolve_offering(driver, spec)
+    specs = [spec.node_spec(i, offering.name, (generations or {}).get(i, 0)) for i in range(spec.count)]
+    for ns in specs:
+        driver.validate(ns)
+    return specs
+
+
+@dataclass
+class _Outcome:
+    spec: NodeSpec
+    node: Node | None = None
+    error: MetalfleetError | None = None
+
+
+def order_cluster(
+    driver: ComputeDriver,
+    specs: Sequence[NodeSpec],
+    *,
+    max_workers: int = 64,
+    wait: bool = True,
+    timeout: float = 1800.0,
+    progress: ProgressCallback | None = None,
+    on_ordered: Callable[[Node], None] | None = None,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    rollback: bool = True,
+) -> list[Node]:
+    """Order every node in parallel (idempotently), then wait for them all to run.
+
+    All or nothing by default: a partial GPU cluster in a placement group bills for nothing useful,
+    so when any node fails for a non-transient reason (capacity, quota) the nodes of this order are
+    released and :class:`OrderFailed` says which. ``rollback=False`` keeps them, listed in ``kept``.
+    """
+    if not specs:
+        return []
+
+    def one(ns: NodeSpec) -> _Outcome:
+        try:
+            node = policy.call(driver.order, ns)
+        except MetalfleetError as exc:
+            return _Outcome(ns, error=exc)
+        if on_ordered:
+            on_ordered(node)
+        return _Outcome(ns, node=node)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(specs)))) as pool:
+        outcomes = list(pool.map(one, specs))
+    failed = [o for o in outcomes if o.error]
+    made = [o.node for o in outcomes if o.node]
+    if failed:
+        first = failed[0]
+        assert first.error is not None
+        released: list[str] = []
+        if rollback and made:
+            release_nodes(driver, [n.id for n in made], policy=policy, max_workers=max_workers)
+            released = [n.id for n in made]
+        summary = "; ".join(f"{o.spec.name}: {o.error}" for o in failed[:5])
+        more = f" (+{len(failed) - 5} more)" if len(failed) > 5 else ""
+        action = f"released {len(released)} node(s) of this order" if released else (
+            f"kept {len(made)} node(s)" if made else "no node was created")
+        raise OrderFailed(f"{len(failed)} of {len(specs)} node(s) failed: {summary}{more}; {action}",
+                          cause=first.error, released=released, kept=[] if released else [n.id for n in made])
+    nodes = [n for n in made if n is not None]
+    if not wait:
+        return nodes
+    return policy.call(driver.wait, [n.id for n in nodes], NodeState.RUNNING, timeout=timeout, progress=progress)
+
+
+def release_nodes(driver: ComputeDriver, node_ids: Sequence[str], *, policy: RetryPolicy = DEFAULT_POLICY,
+                  max_workers: int = 64, wait: bool = True) -> None:
+    if not node_ids:
+        return
+
+    def one(node_id: str) -> None:
+        policy.call(driver.release, node_id, wait=wait)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(node_ids)))) as pool:
+        list(pool.map(one, node_ids))
+
+
+def release_cluster(driver: ComputeDriver, cluster: str, *, policy: RetryPolicy = DEFAULT_POLICY,
+                    max_workers: int = 64) -> list[str]:
+    """Release every live node tagged with ``cluster``; returns their ids."""
+    nodes = policy.call(driver.list_nodes, cluster)
+    ids = [n.id for n in nodes]
+    release_nodes(driver, ids, policy=policy, max_workers=max_workers)
+    return ids

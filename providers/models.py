@@ -1,0 +1,246 @@
+"""Neutral value types shared by every driver.
+
+Provider-specific data goes in ``extra`` rather than in subclasses, so code above the drivers never
+branches on the provider to read a node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+__all__ = [
+    "BillingModel",
+    "Fabric",
+    "Interconnect",
+    "Node",
+    "NodeSpec",
+    "NodeState",
+    "Offering",
+    "Price",
+    "idempotency_key",
+]
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+class Fabric(StrEnum):
+    """Scale-out network between nodes."""
+
+    EFA = "efa"
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+    ERDMA = "erdma"
+    HCCS = "hccs"
+    NONE = "none"
+
+
+class Interconnect(StrEnum):
+    """Intra-node GPU-to-GPU link."""
+
+    NVSWITCH = "nvswitch"
+    NVLINK = "nvlink"
+    HCCS = "hccs"
+    PCIE = "pcie"
+
+
+class BillingModel(StrEnum):
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+    RESERVED_1Y = "reserved_1y"
+    RESERVED_3Y = "reserved_3y"
+    CAPACITY_BLOCK = "capacity_block"
+    MONTHLY = "monthly"
+
+
+class NodeState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    ERROR = "error"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def map(cls, table: Mapping[str, NodeState], provider_state: str | None) -> NodeState:
+        """Map a provider's state string through ``table``; anything unlisted is UNKNOWN."""
+        if provider_state is None:
+            return cls.UNKNOWN
+        return table.get(provider_state, cls.UNKNOWN)
+
+    @property
+    def is_gone(self) -> bool:
+        return self in (NodeState.TERMINATING, NodeState.TERMINATED)
+
+
+@dataclass(frozen=True)
+class Price:
+    """One price point; dated and sourced because GPU prices move monthly."""
+
+    billing: BillingModel
+    hourly: float
+    currency: str
+    as_of: date
+    source: str
+
+
+@dataclass(frozen=True)
+class Offering:
+    """A node type a provider sells, normalised across providers."""
+
+    provider: str
+    name: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gib: int
+    interconnect: Interconnect
+    interconnect_gbps: float  # per-GPU intra-node bandwidth, GB/s
+    fabric: Fabric
+    fabric_cards: int
+    fabric_gbps: float  # total scale-out bandwidth, Gbit/s
+    vcpus: int
+    memory_gib: int
+    nvme_count: int = 0
+    nvme_size_gib: int = 0
+    bare_metal: bool = True
+    prices: tuple[Price, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra", _frozen(self.extra))
+        object.__setattr__(self, "prices", tuple(self.prices))
+
+    def price(self, billing: BillingModel = BillingModel.ON_DEMAND) -> Price | None:
+        return next((p for p in self.prices if p.billing == billing), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "name": self.name,
+            "gpu_model": self.gpu_model,
+            "gpu_count": self.gpu_count,
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "interconnect": self.interconnect.value,
+            "interconnect_gbps": self.interconnect_gbps,
+            "fabric": self.fabric.value,
+            "fabric_cards": self.fabric_cards,
+            "fabric_gbps": self.fabric_gbps,
+            "vcpus": self.vcpus,
+            "memory_gib": self.memory_gib,
+            "nvme_count": self.nvme_count,
+            "nvme_size_gib": self.nvme_size_gib,
+            "bare_metal": self.bare_metal,
+            "prices": [
+                {"billing": p.billing.value, "hourly": p.hourly, "currency": p.currency,
+                 "as_of": p.as_of.isoformat(), "source": p.source}
+                for p in self.prices
+            ],
+            "extra": dict(self.extra),
+        }
+
+
+def idempotency_key(cluster: str, index: int, generation: int = 0) -> str:
+    """Deterministic key for node ``index`` of ``cluster``.
+
+    Derived, never random: a re-run of the same order (after a crash, a retry, a second
+    ``pulumi up``) presents the same key, so the provider returns the node it already made instead
+    of buying another. ``generation`` changes only when a node is deliberately replaced.
+    Kept at 64 characters or fewer (EC2 ClientToken limit).
+    """
+    digest = hashlib.sha256(f"{cluster}\x00{index}\x00{generation}".encode()).hexdigest()[:24]
+    prefix = "".join(c for c in cluster if c.isalnum() or c == "-")[:30]
+    return f"mf-{prefix}-{index}-{generation}-{digest}"
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    size_gib: int
+    encrypted: bool = True
+    kms_key_id: str | None = None
+    volume_type: str = "gp3"
+    device_name: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything a driver needs to order one node. Built from a ClusterSpec by the planner."""
+
+    cluster: str
+    index: int
+    offering: str
+    region: str
+    image: str
+    zone: str | None = None
+    subnet_id: str | None = None
+    security_group_ids: tuple[str, ...] = ()
+    placement_group: str | None = None
+    capacity_reservation_id: str | None = None
+    capacity_block: bool = False
+    billing: BillingModel = BillingModel.ON_DEMAND
+    key_name: str | None = None
+    public_ip: bool = False
+    root_volume: VolumeSpec = VolumeSpec(size_gib=200)
+    data_volumes: tuple[VolumeSpec, ...] = ()
+    user_data: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    generation: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", _frozen(self.tags))
+        object.__setattr__(self, "extra", _frozen(self.extra))
+        object.__setattr__(self, "security_group_ids", tuple(self.security_group_ids))
+        object.__setattr__(self, "data_volumes", tuple(self.data_volumes))
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster}-{self.index}"
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.cluster, self.index, self.generation)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node as the provider sees it now."""
+
+    id: str
+    provider: str
+    region: str
+    state: NodeState
+    offering: str
+    zone: str | None = None
+    private_ip: str | None = None
+    public_ip: str | None = None
+    name: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", _frozen(self.tags))
+        object.__setattr__(self, "extra", _frozen(self.extra))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "provider": self.provider,
+            "region": self.region,
+            "zone": self.zone,
+            "state": self.state.value,
+            "offering": self.offering,
+            "private_ip": self.private_ip,
+            "public_ip": self.public_ip,
+            "name": self.name,
+            "tags": dict(self.tags),
+            "extra": dict(self.extra),
+        }

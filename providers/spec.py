@@ -1,0 +1,250 @@
+"""The cluster spec users write in YAML, validated strictly.
+
+Unknown keys are errors (a typo such as ``cuont: 4`` must not silently order the default), and every
+error names the dotted field path and the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidSpecError
+from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
+
+__all__ = ["ClusterSpec", "load_spec", "parse_spec"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class Requirements(_Strict):
+    """Pick an offering by what it must have instead of by name."""
+
+    gpu: str | None = Field(None, description="GPU model, e.g. H100, H200, A100, 910B")
+    min_gpus: int = Field(1, ge=1, le=64)
+    min_gpu_memory_gib: int = Field(0, ge=0)
+    fabric: Fabric | None = None
+    bare_metal: bool | None = None
+
+
+class NetworkSpec(_Strict):
+    vpc_id: str | None = None
+    subnet_id: str | None = None
+    security_group_ids: list[str] = Field(default_factory=list)
+    public_ip: bool = False
+    #: CIDRs allowed to reach the nodes over SSH; empty means only from inside the cluster/bastion.
+    ssh_ingress_cidrs: list[str] = Field(default_factory=list)
+
+
+class PlacementSpec(_Strict):
+    strategy: Literal["cluster", "spread", "partition", "none"] = "cluster"
+    group_name: str | None = None
+
+
+class CapacitySpec(_Strict):
+    billing: BillingModel = BillingModel.ON_DEMAND
+    reservation_id: str | None = None
+    capacity_block: bool = False
+
+    @model_validator(mode="after")
+    def _block_needs_reservation(self) -> CapacitySpec:
+        if self.capacity_block and not self.reservation_id:
+            raise ValueError("capacity_block: true needs reservation_id (the Capacity Block's reservation id)")
+        return self
+
+
+class VolumeModel(_Strict):
+    size_gib: int = Field(..., ge=8, le=65536)
+    type: str = "gp3"
+    encrypted: bool = True
+    kms_key_id: str | None = None
+    device_name: str | None = None
+
+
+class HotTier(_Strict):
+    """Local NVMe assembled into RAID0."""
+
+    raid_level: Literal[0] = 0
+    filesystem: Literal["xfs", "ext4"] = "xfs"
+    mount: str = "/scratch"
+
+
+class WarmTier(_Strict):
+    """Parallel file system client mount."""
+
+    kind: Literal["lustre", "fsx-lustre", "cpfs", "sfs-turbo", "gpfs", "nfs"]
+    source: str
+    mount: str = "/shared"
+    options: str | None = None
+
+
+class ColdTier(_Strict):
+    """Object storage mount or sync tool."""
+
+    kind: Literal["s3", "oss", "obs"]
+    bucket: str
+    mount: str | None = "/data"
+    tool: Literal["mountpoint-s3", "s3fs", "ossfs", "obsfs", "rclone"] | None = None
+
+
+class StorageSpec(_Strict):
+    root: VolumeModel = VolumeModel(size_gib=200)
+    data: list[VolumeModel] = Field(default_factory=list)
+    kms_key_id: str | None = Field(None, description="default KMS key for every volume")
+    hot: HotTier | None = None
+    warm: WarmTier | None = None
+    cold: ColdTier | None = None
+
+
+class SshSpec(_Strict):
+    user: str = "ubuntu"
+    private_key: str | None = Field(None, description="path to the private key; agent is used if unset")
+    port: int = Field(22, ge=1, le=65535)
+    bastion: str | None = Field(None, description="user@host[:port] of a jump host")
+    known_hosts: str | None = None
+    #: Accept and record a host's key at first contact (trust on first use). Off by default.
+    pin_on_first_contact: bool = False
+
+
+class BootstrapSpec(_Strict):
+    enabled: bool = True
+    profile: str | None = Field(None, description="profile name; default follows provider and offering")
+    #: Per-step settings that override the offering defaults, keyed by step name.
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class AcceptanceSpec(_Strict):
+    enabled: bool = True
+    threshold: float = Field(0.9, gt=0, le=1.5, description="pass at this fraction of the baseline")
+    replace_failed: bool = False
+    retry_budget: int = Field(2, ge=0, le=20)
+    baselines: dict[str, float] = Field(default_factory=dict)
+    checks: list[str] = Field(default_factory=list)
+
+
+Name = Annotated[str, Field(min_length=2, max_length=40)]
+
+
+class ClusterSpec(_Strict):
+    """A GPU cluster: where, what, how many, and how to make it ready."""
+
+    name: Name
+    provider: Literal["aws", "alibaba", "huawei", "ipmi", "fake"]
+    region: str
+    zone: str | None = None
+    offering: str | None = None
+    requirements: Requirements | None = None
+    count: int = Field(..., ge=1, le=2048)
+    image: str
+    network: NetworkSpec = NetworkSpec()
+    placement: PlacementSpec = PlacementSpec()
+    capacity: CapacitySpec = CapacitySpec()
+    storage: StorageSpec = StorageSpec()
+    tags: dict[str, str] = Field(default_factory=dict)
+    ssh: SshSpec = SshSpec()
+    bootstrap: BootstrapSpec = BootstrapSpec()
+    acceptance: AcceptanceSpec = AcceptanceSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("must be lowercase letters, digits and '-', start with a letter")
+        return v
+
+    @model_validator(mode="after")
+    def _offering_or_requirements(self) -> ClusterSpec:
+        if not self.offering and not self.requirements:
+            raise ValueError("give either 'offering' (a node type name) or 'requirements'")
+        if self.offering and self.requirements:
+            raise ValueError("give 'offering' or 'requirements', not both")
+        return self
+
+    @property
+    def placement_group_name(self) -> str | None:
+        if self.placement.strategy == "none":
+            return None
+        return self.placement.group_name or f"{self.name}-pg"
+
+    def all_tags(self) -> dict[str, str]:
+        return {"metalfleet:cluster": self.name, **self.tags}
+
+    def node_spec(self, index: int, offering: str, generation: int = 0) -> NodeSpec:
+        """The NodeSpec for node ``index``, with encryption defaults applied to every volume."""
+        if not 0 <= index < self.count:
+            raise InvalidSpecError(f"node index {index} outside 0..{self.count - 1}", field="count", value=index)
+        kms = self.storage.kms_key_id
+
+        def vol(v: VolumeModel) -> VolumeSpec:
+            return VolumeSpec(size_gib=v.size_gib, encrypted=v.encrypted, kms_key_id=v.kms_key_id or kms,
+                              volume_type=v.type, device_name=v.device_name)
+
+        return NodeSpec(
+            cluster=self.name,
+            index=index,
+            offering=offering,
+            region=self.region,
+            zone=self.zone,
+            image=self.image,
+            subnet_id=self.network.subnet_id,
+            security_group_ids=tuple(self.network.security_group_ids),
+            placement_group=self.placement_group_name,
+            capacity_reservation_id=self.capacity.reservation_id,
+            capacity_block=self.capacity.capacity_block,
+            billing=self.capacity.billing,
+            public_ip=self.network.public_ip,
+            root_volume=vol(self.storage.root),
+            data_volumes=tuple(vol(v) for v in self.storage.data),
+            tags={**self.all_tags(), "metalfleet:index": str(index), "Name": f"{self.name}-{index}"},
+            generation=generation,
+        )
+
+
+def _format_errors(exc: ValidationError, source: str) -> InvalidSpecError:
+    lines = []
+    first_field: str | None = None
+    first_value: object = None
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not part of the cluster spec)"
+        shown = repr(value) if not isinstance(value, dict) else "{...}"
+        lines.append(f"  {path}: {msg} (got {shown})")
+        if first_field is None:
+            first_field, first_value = path, value
+    return InvalidSpecError(f"invalid cluster spec {source}:\n" + "\n".join(lines),
+                            field=first_field, value=first_value)
+
+
+def parse_spec(data: Any, source: str = "<data>") -> ClusterSpec:
+    if not isinstance(data, dict):
+        raise InvalidSpecError(f"invalid cluster spec {source}: top level must be a mapping, "
+                               f"got {type(data).__name__}", field="(top level)", value=data)
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _format_errors(exc, source) from None
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Load and validate a cluster spec from a YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read cluster spec {p}: {exc.strerror}", field="path", value=str(p)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidSpecError(f"cluster spec {p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
+    return parse_spec(data, str(p))
