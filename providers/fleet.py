@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .contract import ComputeDriver, ProgressCallback
-from .errors import InvalidSpecError, MetalfleetError
+from .errors import ConflictError, InvalidSpecError, MetalfleetError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .spec import ClusterSpec
 
-__all__ = ["OrderFailed", "order_cluster", "plan", "release_cluster", "resolve_offering"]
+__all__ = ["OrderFailed", "order_cluster", "order_node", "plan", "release_cluster", "release_nodes",
+           "resolve_offering"]
+
+#: How many replacement generations one node index may go through before we stop and ask a human.
+MAX_GENERATIONS = 32
 
 
 class OrderFailed(MetalfleetError):
@@ -70,6 +74,23 @@ def plan(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] |
     return specs
 
 
+def order_node(driver: ComputeDriver, spec: NodeSpec, *, policy: RetryPolicy = DEFAULT_POLICY) -> Node:
+    """Order one node idempotently, stepping past generations whose node is already gone.
+
+    The idempotency key for (cluster, index, generation) keeps naming the node it first bought,
+    even after that node was terminated out of band. Replacing such a node must not resurrect the
+    dead one, so we walk generations until the key names a live node or nothing yet. The walk is
+    deterministic, so a re-run after a crash lands on the same generation and buys nothing twice.
+    """
+    for generation in range(spec.generation, spec.generation + MAX_GENERATIONS):
+        ns = replace(spec, generation=generation)
+        node = policy.call(driver.order, ns)
+        if not node.state.is_gone:
+            return node
+    raise ConflictError(f"node {spec.name}: {MAX_GENERATIONS} generations are all terminated; "
+                        "check what keeps terminating it", provider=driver.name)
+
+
 @dataclass
 class _Outcome:
     spec: NodeSpec
@@ -100,7 +121,7 @@ def order_cluster(
 
     def one(ns: NodeSpec) -> _Outcome:
         try:
-            node = policy.call(driver.order, ns)
+            node = order_node(driver, ns, policy=policy)
         except MetalfleetError as exc:
             return _Outcome(ns, error=exc)
         if on_ordered:
