@@ -65,9 +65,10 @@ def resolve_offering(driver: ComputeDriver, spec: ClusterSpec) -> Offering:
     return min(fits, key=lambda o: (cost(o), o.name))
 
 
-def plan(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] | None = None) -> list[NodeSpec]:
-    """Node specs for the whole cluster, each validated offline: a bad spec fails before any API call."""
-    offering = resolve_offering(driver, spec)
+def plan(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] | None = None,
+         offering: Offering | None = None) -> list[NodeSpec]:
+    """Node specs for the whole cluster, each validated offline: a bad spec fails before any order call."""
+    offering = offering or resolve_offering(driver, spec)
     specs = [spec.node_spec(i, offering.name, (generations or {}).get(i, 0)) for i in range(spec.count)]
     for ns in specs:
         driver.validate(ns)

@@ -23,7 +23,10 @@ __all__ = [
     "NodeState",
     "Offering",
     "Price",
+    "VolumeSpec",
     "idempotency_key",
+    "node_spec_from_dict",
+    "node_spec_to_dict",
 ]
 
 
@@ -244,3 +247,52 @@ class Node:
             "tags": dict(self.tags),
             "extra": dict(self.extra),
         }
+
+
+def node_spec_to_dict(spec: NodeSpec) -> dict[str, Any]:
+    """Plain data for a NodeSpec: what a Pulumi dynamic provider may keep in state."""
+    return {
+        "cluster": spec.cluster,
+        "index": spec.index,
+        "offering": spec.offering,
+        "region": spec.region,
+        "image": spec.image,
+        "zone": spec.zone,
+        "subnet_id": spec.subnet_id,
+        "security_group_ids": list(spec.security_group_ids),
+        "placement_group": spec.placement_group,
+        "capacity_reservation_id": spec.capacity_reservation_id,
+        "capacity_block": spec.capacity_block,
+        "billing": spec.billing.value,
+        "key_name": spec.key_name,
+        "public_ip": spec.public_ip,
+        "root_volume": _vol_dict(spec.root_volume),
+        "data_volumes": [_vol_dict(v) for v in spec.data_volumes],
+        "user_data": spec.user_data,
+        "tags": dict(spec.tags),
+        "generation": spec.generation,
+        "extra": dict(spec.extra),
+    }
+
+
+def _vol_dict(v: VolumeSpec) -> dict[str, Any]:
+    return {"size_gib": v.size_gib, "encrypted": v.encrypted, "kms_key_id": v.kms_key_id,
+            "volume_type": v.volume_type, "device_name": v.device_name}
+
+
+def node_spec_from_dict(data: Mapping[str, Any]) -> NodeSpec:
+    """Inverse of :func:`node_spec_to_dict`; tolerates JSON/protobuf numbers arriving as floats."""
+    d = dict(data)
+    d["index"] = int(d["index"])
+    d["generation"] = int(d.get("generation") or 0)
+    d["billing"] = BillingModel(d.get("billing", BillingModel.ON_DEMAND.value))
+    d["root_volume"] = _vol(d["root_volume"]) if d.get("root_volume") else VolumeSpec(size_gib=200)
+    d["data_volumes"] = tuple(_vol(v) for v in d.get("data_volumes") or ())
+    d["security_group_ids"] = tuple(d.get("security_group_ids") or ())
+    d["tags"] = dict(d.get("tags") or {})
+    d["extra"] = dict(d.get("extra") or {})
+    return NodeSpec(**d)
+
+
+def _vol(v: Mapping[str, Any]) -> VolumeSpec:
+    return VolumeSpec(**{**v, "size_gib": int(v["size_gib"])})

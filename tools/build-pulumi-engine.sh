@@ -10,8 +10,14 @@ set -euo pipefail
 version="${1:?usage: build-pulumi-engine.sh VERSION (e.g. 3.260.0)}"
 cache="${METALFLEET_ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metalfleet/pulumi-v${version}}"
 bin="$cache/bin"
+here=$(cd "$(dirname "$0")" && pwd)
+install_launchers() {
+  # The small launchers a CLI release ships beside the binaries (ours, not copied from Pulumi).
+  mkdir -p "$bin"
+  for f in "$here"/pulumi-launchers/*; do install -m 0755 "$f" "$bin/"; done
+}
 if [ -x "$bin/pulumi" ] && "$bin/pulumi" version 2>/dev/null | grep -qx "v${version}"; then
-  echo "$bin"; exit 0
+  install_launchers; echo "$bin"; exit 0
 fi
 mkdir -p "$bin"
 work=$(mktemp -d)
@@ -47,4 +53,5 @@ CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$bin/pulumi" \
   -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v${version}" \
   github.com/pulumi/pulumi/pkg/v3/cmd/pulumi >&2
 "$bin/pulumi" version >&2
+install_launchers
 echo "$bin"

@@ -1,0 +1,134 @@
+"""``metalfleet up|preview|refresh|destroy`` through the Pulumi Automation API.
+
+A local file backend is the default (any Pulumi backend URL is accepted), so a pipeline needs no
+Pulumi Cloud account. The real engine runs the program; nothing here mocks it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+from metalfleet.providers import ClusterSpec
+from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
+
+from .engine import engine_env
+from .program import cluster_program
+
+__all__ = ["StackOptions", "StackResult", "destroy", "open_stack", "preview", "refresh", "up"]
+
+PROJECT = "metalfleet"
+Output = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    """Where state lives and how the engine runs. Secrets are never fields here."""
+
+    backend_url: str | None = None
+    stack: str | None = None
+    driver_config: Mapping[str, Any] = field(default_factory=dict)
+    pulumi_home: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StackResult:
+    stack: str
+    outputs: dict[str, Any]
+    summary: dict[str, int]
+
+
+def default_backend() -> str:
+    explicit = os.environ.get("PULUMI_BACKEND_URL")
+    if explicit:
+        return explicit
+    path = Path.home() / ".metalfleet" / "pulumi-state"
+    path.mkdir(parents=True, exist_ok=True)
+    return f"file://{path}"
+
+
+def _backend(url: str) -> str:
+    if url.startswith("file://"):
+        Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    return url
+
+
+def open_stack(spec: ClusterSpec, options: StackOptions = StackOptions()) -> auto.Stack:
+    """Create or select the stack for ``spec`` with an inline program."""
+    if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None
+            or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+            or options.env.get("PULUMI_CONFIG_PASSPHRASE") is not None):
+        raise InvalidSpecError(
+            "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) must be set: it encrypts "
+            "secrets in the stack state", field="PULUMI_CONFIG_PASSPHRASE", value=None)
+    backend = _backend(options.backend_url or default_backend())
+    env = engine_env(dict(options.env))
+    ws = auto.LocalWorkspaceOptions(
+        pulumi_home=options.pulumi_home,
+        env_vars=env,
+        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python",
+                                              backend=auto.ProjectBackend(url=backend)),
+    )
+    # The engine reads PATH from the workspace env; the Automation API itself also looks the CLI up.
+    os.environ["PATH"] = env["PATH"]
+    program = cluster_program(spec, options.driver_config)
+    try:
+        return auto.create_or_select_stack(stack_name=options.stack or spec.name, project_name=PROJECT,
+                                           program=program, opts=ws)
+    except auto.CommandError as exc:
+        raise MetalfleetError(f"pulumi could not open stack {options.stack or spec.name}: {exc}") from exc
+
+
+def _summary(changes: Mapping[str, int] | None) -> dict[str, int]:
+    return {str(k): int(v) for k, v in (changes or {}).items()}
+
+
+def _outputs(stack: auto.Stack) -> dict[str, Any]:
+    return {k: v.value for k, v in stack.outputs().items()}
+
+
+def up(spec: ClusterSpec, options: StackOptions = StackOptions(), on_output: Output | None = None) -> StackResult:
+    st = open_stack(spec, options)
+    try:
+        res = st.up(on_output=on_output, color="never")
+    except auto.CommandError as exc:
+        raise MetalfleetError(f"pulumi up failed for stack {st.name}:\n{exc}") from exc
+    return StackResult(st.name, {k: v.value for k, v in res.outputs.items()}, _summary(res.summary.resource_changes))
+
+
+def preview(spec: ClusterSpec, options: StackOptions = StackOptions(),
+            on_output: Output | None = None) -> StackResult:
+    st = open_stack(spec, options)
+    try:
+        res = st.preview(on_output=on_output, color="never")
+    except auto.CommandError as exc:
+        raise MetalfleetError(f"pulumi preview failed for stack {st.name}:\n{exc}") from exc
+    return StackResult(st.name, {}, {str(k): int(v) for k, v in res.change_summary.items()})
+
+
+def refresh(spec: ClusterSpec, options: StackOptions = StackOptions(),
+            on_output: Output | None = None) -> StackResult:
+    st = open_stack(spec, options)
+    try:
+        res = st.refresh(on_output=on_output, color="never")
+    except auto.CommandError as exc:
+        raise MetalfleetError(f"pulumi refresh failed for stack {st.name}:\n{exc}") from exc
+    return StackResult(st.name, _outputs(st), _summary(res.summary.resource_changes))
+
+
+def destroy(spec: ClusterSpec, options: StackOptions = StackOptions(), on_output: Output | None = None,
+            remove: bool = False) -> StackResult:
+    st = open_stack(spec, options)
+    try:
+        res = st.destroy(on_output=on_output, color="never")
+    except auto.CommandError as exc:
+        raise MetalfleetError(f"pulumi destroy failed for stack {st.name}:\n{exc}") from exc
+    if remove:
+        st.workspace.remove_stack(st.name)
+    return StackResult(st.name, {}, _summary(res.summary.resource_changes))

@@ -1,0 +1,117 @@
+"""A Pulumi dynamic resource per GPU node, backed by a metalfleet compute driver.
+
+The provider object is pickled into state, so it holds only plain data: no SDK client, no
+credentials. Each method builds the driver (and so the SDK client) itself; credentials come from
+the environment or the provider's own config chain, never from resource inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from metalfleet.providers import get_driver
+from metalfleet.providers.errors import NotFoundError
+from metalfleet.providers.fleet import order_node
+from metalfleet.providers.models import NodeState, node_spec_from_dict
+from metalfleet.providers.retry import DEFAULT_POLICY
+
+__all__ = ["GpuNode", "NodeProvider", "REPLACE_ON"]
+
+#: Inputs whose change means a different machine: the node is replaced, never edited in place.
+REPLACE_ON = ("provider", "driver_config", "spec.offering", "spec.zone", "spec.image", "spec.region",
+              "spec.subnet_id", "spec.placement_group", "spec.capacity_reservation_id", "spec.root_volume",
+              "spec.data_volumes", "spec.public_ip", "spec.security_group_ids", "spec.billing")
+
+
+def _get(props: dict[str, Any], dotted: str) -> Any:
+    cur: Any = props
+    for part in dotted.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def _outs(props: dict[str, Any], node_dict: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "provider": props["provider"],
+        "driver_config": props.get("driver_config") or {},
+        "spec": props["spec"],
+        "node_id": node_dict["id"],
+        "state": node_dict["state"],
+        "private_ip": node_dict.get("private_ip") or "",
+        "public_ip": node_dict.get("public_ip") or "",
+        "zone": node_dict.get("zone") or "",
+        "offering": node_dict["offering"],
+        "generation": node_dict.get("extra", {}).get("generation", props["spec"].get("generation", 0)),
+        "tags": node_dict.get("tags") or {},
+    }
+
+
+class NodeProvider(ResourceProvider):
+    """Create orders (idempotently), read observes, delete releases and waits."""
+
+    def _driver(self, props: dict[str, Any]) -> Any:
+        return get_driver(props["provider"], **(props.get("driver_config") or {}))
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        driver = self._driver(props)
+        spec = node_spec_from_dict(props["spec"])
+        node = order_node(driver, spec)
+        node = DEFAULT_POLICY.call(driver.wait, [node.id], NodeState.RUNNING)[0]
+        out = node.to_dict()
+        return CreateResult(id_=node.id, outs=_outs(props, out))
+
+    def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in REPLACE_ON if _get(olds, k) != _get(news, k)]
+        changes = bool(replaces) or _get(olds, "spec.tags") != _get(news, "spec.tags")
+        return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
+
+    def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        # Only tags reach here (everything else replaces). Drivers that can retag do; the new
+        # tags are recorded either way so the next diff is clean.
+        driver = self._driver(news)
+        set_tags = getattr(driver, "set_tags", None)
+        if callable(set_tags):
+            DEFAULT_POLICY.call(set_tags, id, dict(_get(news, "spec.tags") or {}))
+        node = DEFAULT_POLICY.call(driver.get, id)
+        return UpdateResult(outs=_outs(news, node.to_dict()))
+
+    def read(self, id: str, props: dict[str, Any]) -> ReadResult:
+        driver = self._driver(props)
+        try:
+            node = DEFAULT_POLICY.call(driver.get, id)
+        except NotFoundError:
+            return ReadResult(id_="", outs={})
+        if node.state.is_gone:
+            # Terminated behind Pulumi's back: report it gone so `refresh` drops it and the next
+            # `up` orders a replacement.
+            return ReadResult(id_="", outs={})
+        return ReadResult(id_=id, outs=_outs(props, node.to_dict()))
+
+    def delete(self, id: str, props: dict[str, Any]) -> None:
+        driver = self._driver(props)
+        try:
+            DEFAULT_POLICY.call(driver.release, id, wait=True)
+        except NotFoundError:
+            pulumi.log.info(f"node {id} was already gone")
+
+
+class GpuNode(Resource):
+    """One GPU node. Outputs: node_id, private_ip, public_ip, zone, state, offering."""
+
+    node_id: pulumi.Output[str]
+    private_ip: pulumi.Output[str]
+    public_ip: pulumi.Output[str]
+    zone: pulumi.Output[str]
+    state: pulumi.Output[str]
+    offering: pulumi.Output[str]
+
+    def __init__(self, name: str, provider: str, spec: dict[str, Any], driver_config: dict[str, Any] | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {"provider": provider, "spec": spec, "driver_config": driver_config or {},
+                 "node_id": None, "private_ip": None, "public_ip": None, "zone": None, "state": None,
+                 "offering": None, "generation": None, "tags": None}
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
+        super().__init__(NodeProvider(), name, props, opts)
