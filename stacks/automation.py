@@ -85,7 +85,7 @@ def open_stack(spec: ClusterSpec, options: StackOptions = StackOptions()) -> aut
         raise MetalfleetError(f"pulumi could not open stack {options.stack or spec.name}: {exc}") from exc
 
 
-def _summary(changes: Mapping[str, int] | None) -> dict[str, int]:
+def _summary(changes: Mapping[Any, int] | None) -> dict[str, int]:
     return {str(k): int(v) for k, v in (changes or {}).items()}
 
 

@@ -1,0 +1,48 @@
+# metalfleet — two commands do all set-up from a fresh clone: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PULUMI_VERSION := $(shell sed -n 's/.*"pulumi==\([0-9.]*\)".*/\1/p' pyproject.toml | head -1)
+ENGINE_DIR = $(shell tools/build-pulumi-engine.sh $(PULUMI_VERSION))
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all venv engine sshd lint typecheck wheel-check unit test demo clean
+
+all: test
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The Pulumi CLI built from its Go modules (cached per user and version; skipped when present).
+engine:
+	@tools/build-pulumi-engine.sh $(PULUMI_VERSION) >/dev/null
+
+# sshd and the other host packages the simulated GPU hosts need.
+sshd:
+	@if [ -x tests/hosts/ensure-sshd.sh ]; then tests/hosts/ensure-sshd.sh; fi
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+# Build the wheel, install it in a fresh venv, import every module from it, and type-check the
+# installed package (a folder missing from `packages` would otherwise be dropped silently).
+wheel-check: venv
+	tools/wheel-check.sh $(PY)
+
+unit: venv
+	$(VENV)/bin/pytest -q -n $(JOBS) -m "not e2e"
+
+test: venv engine sshd lint wheel-check
+	$(VENV)/bin/pytest -q -n $(JOBS) --dist loadgroup
+
+demo: venv engine sshd
+	$(PY) tools/demo.py
+
+clean:
+	rm -rf $(VENV) .venv-wheel build dist *.egg-info

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build the wheel, install it into a fresh venv, import every module from it, then run mypy
+# against the installed package. Catches a subpackage or data file missing from the wheel.
+set -euo pipefail
+py="${1:-.venv/bin/python}"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$py" -m build --wheel --outdir "$out/dist" . >/dev/null
+wheel=$(ls "$out"/dist/metalfleet-*.whl)
+"$py" -m venv "$out/venv"
+"$out/venv/bin/pip" install -q "${wheel}[aws,pulumi]"
+(cd "$out" && "$out/venv/bin/python" - "$root" <<'PY'
+import importlib, pathlib, pkgutil, sys
+root = pathlib.Path(sys.argv[1])
+expected = {"metalfleet." + p.relative_to(root).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+            for top in ("providers", "stacks", "bootstrap", "policies") for p in (root / top).rglob("*.py")}
+found = []
+for top in ("providers", "stacks", "bootstrap", "policies"):
+    pkg = importlib.import_module(f"metalfleet.{top}")
+    assert "site-packages" in pkg.__file__, f"{pkg.__name__} imported from {pkg.__file__}, not the wheel"
+    found.append(pkg.__name__)
+    for m in pkgutil.walk_packages(pkg.__path__, f"metalfleet.{top}."):
+        importlib.import_module(m.name)
+        found.append(m.name)
+missing = sorted(expected - set(found))
+assert not missing, f"modules in the source tree but not in the wheel: {missing}"
+print(f"wheel-check: imported {len(found)} modules from the installed wheel")
+PY
+)
+cd "$out" && "$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" --python-executable "$out/venv/bin/python" \
+  -p metalfleet.providers -p metalfleet.stacks -p metalfleet.bootstrap -p metalfleet.policies
