@@ -1,0 +1,210 @@
+"""The ``metalfleet`` command line.
+
+Subcommands import what they need when they run, so ``metalfleet offerings`` works without the
+Pulumi SDK and ``metalfleet parse`` without any cloud SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from metalfleet.providers import (
+    ClusterSpec,
+    Fabric,
+    MetalfleetError,
+    Node,
+    Offering,
+    get_driver,
+    load_spec,
+)
+from metalfleet.providers.errors import InvalidSpecError
+
+__all__ = ["main"]
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+def _kv(pairs: Sequence[str], flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidSpecError(f"{flag} takes KEY=VALUE, got {item!r}", field=flag, value=item)
+        out[key] = json.loads(value) if value[:1] in "[{0123456789" or value in ("true", "false") else value
+    return out
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]])
+
+
+def _offering_row(o: Offering) -> list[str]:
+    p = o.price()
+    price = f"{p.hourly:.2f} {p.currency} ({p.as_of.isoformat()})" if p else "-"
+    fabric = "-" if o.fabric == Fabric.NONE else f"{o.fabric.value} {o.fabric_cards}x = {o.fabric_gbps:g} Gbps"
+    nvme = f"{o.nvme_count}x{o.nvme_size_gib} GiB" if o.nvme_count else "-"
+    return [o.provider, o.name, f"{o.gpu_count}x {o.gpu_model} {o.gpu_memory_gib} GiB",
+            f"{o.interconnect.value} {o.interconnect_gbps:g} GB/s", fabric, str(o.vcpus), f"{o.memory_gib} GiB",
+            nvme, "yes" if o.bare_metal else "no", price]
+
+
+def _node_rows(nodes: Sequence[Node]) -> str:
+    return _table([[n.name or "", n.id, n.state.value, n.zone or "", n.private_ip or "", n.offering]
+                   for n in nodes], ["name", "id", "state", "zone", "private ip", "offering"])
+
+
+def _progress(nodes: Sequence[Node]) -> None:
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[n.state.value] = counts.get(n.state.value, 0) + 1
+    text = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    print(f"\r  waiting: {text}".ljust(60), end="", file=sys.stderr, flush=True)
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+def cmd_offerings(args: argparse.Namespace) -> int:
+    providers = args.provider or ["aws"]
+    found: list[Offering] = []
+    for name in providers:
+        config = {"region": args.region} if args.region else {}
+        found.extend(get_driver(name, **config).offerings())
+    if args.gpu:
+        found = [o for o in found if o.gpu_model.lower() == args.gpu.lower()]
+    if args.min_gpus:
+        found = [o for o in found if o.gpu_count >= args.min_gpus]
+    if args.fabric:
+        found = [o for o in found if o.fabric == Fabric(args.fabric)]
+    if args.json:
+        print(json.dumps([o.to_dict() for o in found], indent=2))
+    else:
+        print(_table([_offering_row(o) for o in found],
+                     ["provider", "name", "gpus", "interconnect", "fabric", "vcpus", "memory", "nvme",
+                      "bare metal", "on-demand / h"]))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    print(f"{args.spec}: ok — {spec.count} x {spec.offering or 'offering by requirements'} on {spec.provider} "
+          f"{spec.region}")
+    return 0
+
+
+def _driver_for(spec: ClusterSpec, args: argparse.Namespace) -> Any:
+    return get_driver(spec.provider, region=spec.region, **_kv(args.driver_config, "--driver-config"))
+
+
+def cmd_order(args: argparse.Namespace) -> int:
+    from metalfleet.providers.fleet import order_cluster, plan
+
+    spec = load_spec(args.spec)
+    driver = _driver_for(spec, args)
+    specs = plan(driver, spec)
+    print(f"ordering {len(specs)} x {specs[0].offering} for cluster {spec.name} on {spec.provider}",
+          file=sys.stderr)
+    nodes = order_cluster(driver, specs, progress=_progress)
+    print(file=sys.stderr)
+    print(json.dumps([n.to_dict() for n in nodes], indent=2) if args.json else _node_rows(nodes))
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from metalfleet.providers.fleet import release_cluster
+
+    spec = load_spec(args.spec)
+    ids = release_cluster(_driver_for(spec, args), spec.name)
+    print(f"released {len(ids)} node(s) of cluster {spec.name}: {' '.join(ids) or '-'}")
+    return 0
+
+
+def cmd_stack(args: argparse.Namespace) -> int:
+    from metalfleet.stacks import automation
+
+    spec = load_spec(args.spec)
+    options = automation.StackOptions(backend_url=args.backend, stack=args.stack,
+                                      driver_config=_kv(args.driver_config, "--driver-config"))
+    fn = getattr(automation, args.command)
+    result = fn(spec, options, on_output=lambda line: print(line, end="" if line.endswith("\n") else "\n"))
+    if args.json:
+        print(json.dumps({"stack": result.stack, "outputs": result.outputs, "summary": result.summary}, indent=2))
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="metalfleet", description="GPU cluster spec to accepted, bootstrapped nodes.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    o = sub.add_parser("offerings", help="list normalised GPU offerings")
+    o.add_argument("--provider", action="append", help="provider name (repeatable; default aws)")
+    o.add_argument("--region")
+    o.add_argument("--gpu", help="GPU model, e.g. H100")
+    o.add_argument("--min-gpus", type=int, default=0)
+    o.add_argument("--fabric", choices=[f.value for f in Fabric])
+    o.add_argument("--json", action="store_true")
+    o.set_defaults(func=cmd_offerings)
+
+    v = sub.add_parser("validate", help="validate a cluster spec offline")
+    v.add_argument("spec")
+    v.set_defaults(func=cmd_validate)
+
+    for name, fn, text in (("order", cmd_order, "order a cluster's nodes directly (no Pulumi)"),
+                           ("release", cmd_release, "release every node of a cluster (no Pulumi)")):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("spec")
+        c.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE",
+                       help="non-secret driver setting (credentials come from the environment)")
+        c.add_argument("--json", action="store_true")
+        c.set_defaults(func=fn)
+
+    for name in ("up", "preview", "refresh", "destroy"):
+        s = sub.add_parser(name, help=f"pulumi {name} of the cluster in SPEC")
+        s.add_argument("spec")
+        s.add_argument("--backend", help="Pulumi backend URL (default: file://~/.metalfleet/pulumi-state)")
+        s.add_argument("--stack", help="stack name (default: the cluster name)")
+        s.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE")
+        s.add_argument("--json", action="store_true", help="print outputs and change summary as JSON")
+        s.set_defaults(func=cmd_stack)
+
+    _optional_commands(sub)
+    return p
+
+
+def _optional_commands(sub: Any) -> None:
+    """Commands owned by other layers register themselves here."""
+    import importlib
+
+    for module in ("metalfleet.bootstrap.cli", "metalfleet.bootstrap.acceptance.cli"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.add_cli_commands(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except InvalidSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MetalfleetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
