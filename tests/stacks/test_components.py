@@ -1,0 +1,77 @@
+"""GpuCluster under Pulumi's unit-test mocks: structure, outputs and refusal of bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from metalfleet.providers import InvalidSpecError, parse_spec
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.created: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.created.append(args)
+        outs = dict(args.inputs)
+        if args.typ == "pulumi-python:dynamic:Resource":
+            idx = int(args.inputs["spec"]["index"])
+            outs.update(private_ip=f"10.1.0.{idx + 10}", node_id=f"n-{idx}", state="running")
+            return f"n-{idx}", outs
+        return f"{args.name}-id", outs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+MOCKS = _Mocks()
+pulumi.runtime.set_mocks(MOCKS, preview=False)
+
+from metalfleet.stacks.cluster import GpuCluster, hostfile  # noqa: E402  (mocks must be set first)
+
+
+def _spec(**over: Any) -> Any:
+    base = {"name": "mock", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 3,
+            "image": "img-1"}
+    return parse_spec({**base, **over})
+
+
+@pulumi.runtime.test
+def test_cluster_declares_one_child_node_per_count_and_a_hostfile(tmp_path: Path) -> Any:
+    MOCKS.created.clear()
+    cluster = GpuCluster("c1", _spec(), driver_config={"state_path": str(tmp_path / "f.json")})
+
+    def check(args: list[Any]) -> None:
+        ids, hf = args
+        assert ids == ["n-0", "n-1", "n-2"]
+        assert hf == "10.1.0.10 slots=8\n10.1.0.11 slots=8\n10.1.0.12 slots=8\n"
+        # By the time the outputs resolve, every resource has been registered with the mocks.
+        nodes = [r for r in MOCKS.created if r.typ == "pulumi-python:dynamic:Resource"]
+        assert sorted(r.name for r in nodes) == ["c1-0", "c1-1", "c1-2"]
+        assert [r.typ for r in MOCKS.created].count("metalfleet:stacks:GpuCluster") == 1
+        assert {r.inputs["spec"]["tags"]["metalfleet:cluster"] for r in nodes} == {"mock"}
+        assert all(not any(w in str(r.inputs).lower() for w in ("secret", "password")) for r in nodes)
+
+    return pulumi.Output.all(cluster.node_ids, cluster.hostfile).apply(check)
+
+
+def test_credentials_in_driver_config_are_refused() -> None:
+    with pytest.raises(InvalidSpecError) as exc:
+        GpuCluster("c2", _spec(), driver_config={"secret_key": "AKIA..."})
+    assert exc.value.field == "driver_config.secret_key"
+    assert "AKIA" not in str(exc.value)
+
+
+def test_unknown_offering_fails_at_program_time_naming_the_field() -> None:
+    with pytest.raises(InvalidSpecError) as exc:
+        GpuCluster("c3", _spec(offering="fake.nope"))
+    assert exc.value.field == "offering"
+    assert "fake.nope" in str(exc.value)
+
+
+def test_hostfile_has_one_line_per_node_with_gpu_slots() -> None:
+    assert hostfile(["10.0.0.1", "10.0.0.2"], 8) == "10.0.0.1 slots=8\n10.0.0.2 slots=8\n"

@@ -1,0 +1,70 @@
+"""The dynamic provider's methods called directly, against the file-backed fake cloud."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metalfleet.providers import parse_spec
+from metalfleet.providers.fake import FakeDriver
+from metalfleet.providers.models import node_spec_to_dict
+from metalfleet.stacks.node import NodeProvider
+
+
+@pytest.fixture
+def props(tmp_path: Path) -> dict:
+    spec = parse_spec({"name": "unit", "provider": "fake", "region": "local-1", "offering": "fake.8xh100",
+                       "count": 2, "image": "img-1"})
+    return {"provider": "fake", "driver_config": {"state_path": str(tmp_path / "fake.json")},
+            "spec": node_spec_to_dict(spec.node_spec(0, "fake.8xh100"))}
+
+
+def test_create_is_idempotent_and_read_reports_the_node(props: dict) -> None:
+    p = NodeProvider()
+    first = p.create(props)
+    second = p.create(props)
+    assert first.id == second.id, "same idempotency key must not buy a second node"
+    assert first.outs["state"] == "running"
+    assert first.outs["private_ip"]
+    read = p.read(first.id, first.outs)
+    assert read.id == first.id
+    assert read.outs["node_id"] == first.id
+
+
+def test_read_of_a_node_terminated_out_of_band_reports_it_gone(props: dict) -> None:
+    p = NodeProvider()
+    created = p.create(props)
+    FakeDriver(state_path=props["driver_config"]["state_path"]).terminate_out_of_band(created.id)
+    assert p.read(created.id, created.outs).id == ""
+
+
+def test_create_after_out_of_band_termination_orders_a_new_generation(props: dict) -> None:
+    p = NodeProvider()
+    first = p.create(props)
+    FakeDriver(state_path=props["driver_config"]["state_path"]).terminate_out_of_band(first.id)
+    again = p.create(props)
+    assert again.id != first.id
+    assert again.outs["state"] == "running"
+    assert p.create(props).id == again.id, "re-running the replacement must not buy a third node"
+
+
+def test_diff_replaces_on_machine_fields_and_updates_on_tags(props: dict) -> None:
+    p = NodeProvider()
+    news = {**props, "spec": {**props["spec"], "image": "img-2"}}
+    d = p.diff("x", props, news)
+    assert d.changes and "spec.image" in d.replaces and d.delete_before_replace
+    tags = {**props, "spec": {**props["spec"], "tags": {**props["spec"]["tags"], "team": "ml"}}}
+    d = p.diff("x", props, tags)
+    assert d.changes and not d.replaces
+    assert not p.diff("x", props, props).changes
+
+
+def test_delete_releases_and_tolerates_a_node_already_gone(props: dict) -> None:
+    p = NodeProvider()
+    created = p.create(props)
+    p.delete(created.id, created.outs)
+    fake = FakeDriver(state_path=props["driver_config"]["state_path"])
+    assert fake.get(created.id).state.value == "terminated"
+    assert fake.list_nodes("unit") == []
+    p.delete(created.id, created.outs)  # second delete is a no-op, not an error
