@@ -18,7 +18,7 @@ from metalfleet.providers.fleet import order_node
 from metalfleet.providers.models import NodeState, node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
 
-__all__ = ["GpuNode", "NodeProvider", "REPLACE_ON"]
+__all__ = ["REPLACE_ON", "GpuNode", "NodeProvider"]
 
 #: Inputs whose change means a different machine: the node is replaced, never edited in place.
 REPLACE_ON = ("provider", "driver_config", "spec.offering", "spec.zone", "spec.image", "spec.region",

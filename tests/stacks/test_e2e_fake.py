@@ -50,7 +50,9 @@ def test_engine_lifecycle_on_fake_cloud(tmp_path: Path, pulumi_home: Path, passp
     assert fake.list_nodes("e2e-fake") == []
 
 
-def test_missing_passphrase_is_a_clear_error(tmp_path: Path, pulumi_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_passphrase_is_a_clear_error(
+    tmp_path: Path, pulumi_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
     spec = parse_spec({"name": "e2e-nopass", "provider": "fake", "region": "local-1", "offering": "fake.8xh100",
