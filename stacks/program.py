@@ -11,7 +11,7 @@ from typing import Any
 
 import pulumi
 
-from metalfleet.providers import ClusterSpec, load_spec
+from metalfleet.providers import ClusterSpec, MetalfleetError, load_spec
 
 from .cluster import GpuCluster
 
@@ -40,5 +40,12 @@ def cluster_program(spec: ClusterSpec, driver_config: Mapping[str, Any] | None =
 
 
 def run_from_yaml(path: str | Path = "cluster.yaml") -> GpuCluster:
-    """Entry point for a Pulumi project's ``__main__.py``: declare the cluster in ``path``."""
-    return _declare(load_spec(path), None)
+    """Entry point for a Pulumi project's ``__main__.py``: declare the cluster in ``path``.
+
+    A bad spec or driver error becomes a RunError, which the engine prints as one clear message
+    instead of a Python traceback.
+    """
+    try:
+        return _declare(load_spec(path), None)
+    except MetalfleetError as exc:
+        raise pulumi.RunError(str(exc)) from None

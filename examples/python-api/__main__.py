@@ -1,0 +1,31 @@
+"""The same cluster from Python instead of YAML: build the spec in code, compose with other resources.
+
+Run with `pulumi up` in this folder (Pulumi.yaml beside it), or import `declare` from your own program.
+"""
+
+import pulumi
+
+from metalfleet.providers import parse_spec
+from metalfleet.stacks import GpuCluster
+
+
+def declare() -> GpuCluster:
+    cfg = pulumi.Config()
+    spec = parse_spec({
+        "name": cfg.get("name") or "train-h100",
+        "provider": "aws",
+        "region": cfg.get("region") or "us-east-1",
+        "zone": cfg.get("zone") or "us-east-1a",
+        "requirements": {"gpu": "H100", "min_gpus": 8, "fabric": "efa"},
+        "count": cfg.get_int("count") or 2,
+        "image": cfg.require("image"),
+        "storage": {"kms_key_id": cfg.get("kmsKeyId"), "root": {"size_gib": 500}},
+        "tags": {"team": "ml-infra", "cost-center": "research"},
+    })
+    cluster = GpuCluster(spec.name, spec)
+    pulumi.export("hostfile", cluster.hostfile)
+    pulumi.export("node_ids", cluster.node_ids)
+    return cluster
+
+
+declare()
