@@ -1,0 +1,60 @@
+"""The `metalfleet` command line, run as a user runs it (a subprocess of the installed entry point)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_offerings_filters_and_prints_json() -> None:
+    out = run("offerings", "--provider", "fake", "--gpu", "H100", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["name"] for r in rows] == ["fake.8xh100"]
+    assert rows[0]["prices"][0]["currency"] == "USD" and rows[0]["prices"][0]["as_of"]
+    roce = json.loads(run("offerings", "--provider", "fake", "--fabric", "roce", "--json").stdout)
+    assert [r["fabric"] for r in roce] == ["roce"]
+    assert json.loads(run("offerings", "--provider", "fake", "--min-gpus", "9", "--json").stdout) == []
+
+
+def test_offerings_table_has_a_header_and_a_row_per_offering() -> None:
+    out = run("offerings", "--provider", "fake")
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:2] == ["provider", "name"]
+    assert sum("fake.8x" in line for line in lines) == 2
+
+
+def test_bad_spec_exits_2_naming_the_field(tmp_path: Path) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: demo\nprovider: fake\nregion: r\noffering: fake.8xh100\ncount: 2\nimage: i\ncuont: 3\n")
+    out = run("validate", str(spec))
+    assert out.returncode == 2
+    assert "cuont" in out.stderr and "unknown key" in out.stderr
+
+
+def test_order_then_release_on_the_fake_cloud(tmp_path: Path) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: clidemo\nprovider: fake\nregion: local-1\noffering: fake.8xa100\ncount: 3\nimage: i\n")
+    state = f"state_path={tmp_path / 'fake.json'}"
+    out = run("order", str(spec), "--driver-config", state, "--json")
+    assert out.returncode == 0, out.stderr
+    nodes = json.loads(out.stdout)
+    assert len(nodes) == 3 and {n["state"] for n in nodes} == {"running"}
+    again = json.loads(run("order", str(spec), "--driver-config", state, "--json").stdout)
+    assert sorted(n["id"] for n in again) == sorted(n["id"] for n in nodes), "re-run must buy nothing new"
+    rel = run("release", str(spec), "--driver-config", state)
+    assert rel.returncode == 0 and "released 3 node(s)" in rel.stdout
+    assert "released 0 node(s)" in run("release", str(spec), "--driver-config", state).stdout
+
+
+def test_unknown_provider_is_refused() -> None:
+    out = run("offerings", "--provider", "nimbus")
+    assert out.returncode == 2 and "nimbus" in out.stderr
