@@ -1,0 +1,827 @@
+"""A local EC2 API for tests: moto in server mode over HTTP, plus the few behaviours the AWS driver needs.
+
+The driver reaches this server exactly as production reaches AWS: boto3 with ``endpoint_url`` (or
+``AWS_ENDPOINT_URL``), SigV4, the EC2 query protocol, XML answers. Nothing in-process is patched on
+the client side.
+
+Run it in the foreground (for a demo)::
+
+    python tests/emulators/ec2_server.py --port 5055
+
+or from Python, as a subprocess the caller owns::
+
+    with start_ec2_emulator() as ec2:
+        boto3.client("ec2", endpoint_url=ec2.url, ...)
+        ec2.set_faults(throttle=0.3, seed=1)
+
+Extensions over moto 5.2.5 (each one small, each one a thing moto gets wrong or lacks; checked
+against that version: the first two answer an HTML 500 ``NotImplementedError`` there):
+
+(a) Placement groups: CreatePlacementGroup / DescribePlacementGroups / DeletePlacementGroup
+    (moto: NotImplementedError, HTML 500). Duplicate names answer InvalidPlacementGroup.Duplicate,
+    unknown names InvalidPlacementGroup.Unknown; RunInstances checks ``Placement.GroupName`` exists and
+    DescribeInstances returns it (moto drops it).
+(b) RunInstances ClientToken idempotency (moto stores the token but launches again): a repeated token
+    with the same arguments answers the original reservation and buys nothing; different arguments
+    answer IdempotentParameterMismatch. Held per account/region for the server's life, across requests.
+(c) EFA network cards: each ``NetworkInterfaces`` entry keeps its ``InterfaceType`` (efa) and
+    ``NetworkCardIndex`` and is returned by DescribeInstances (moto keys NICs by DeviceIndex alone, so
+    31 interfaces at DeviceIndex 1 collapse into one, all typed "interface" on card 0). Like AWS, a launch
+    with more than one interface gets no auto-assigned public IPv4, and AssociatePublicIpAddress=true
+    with several interfaces is refused (InvalidParameterCombination).
+(d) Capacity reservations: CreateCapacityReservation / DescribeCapacityReservations /
+    CancelCapacityReservation, and Capacity Blocks via DescribeCapacityBlockOfferings /
+    PurchaseCapacityBlock (moto: NotImplementedError). RunInstances honours
+    ``CapacityReservationSpecification.CapacityReservationTarget``: the reservation must exist
+    (InvalidCapacityReservationId.NotFound), match type and zone, have room (ReservationCapacityExceeded),
+    and ``InstanceMarketOptions.MarketType=capacity-block`` must go with a Capacity Block reservation;
+    instances report CapacityReservationId/Specification and lifecycle "capacity-block" (moto marks any
+    market option "spot"); terminating gives the slot back.
+(e) DescribeInstanceTypes: no change. moto 5.2.5's data was checked and is right for p5.48xlarge
+    (8x H100 80 GiB, 32 network cards, 32 EFA), p5en.48xlarge (8x H200 141 GiB, 16 cards, 16 EFA),
+    p4de.24xlarge (8x A100 80 GiB, 4 cards) and p4d.24xlarge (8x A100 40 GiB, 4 cards);
+    tests/aws asserts it so a moto upgrade that breaks it is caught.
+(f) TerminateInstances on an already-terminated instance is a no-op, as on AWS (moto tries to delete
+    its network interfaces again and answers InvalidNetworkInterfaceID.NotFound).
+
+Control endpoints (not EC2; never counted or faulted):
+
+    POST /_metalfleet/faults   {"throttle": 0.3, "capacity": 0.0, "server_error": 0.0, "lost_response": 0.0,
+                                "latency_ms": 100,
+                                "seed": 1, "actions": ["RunInstances"], "capacity_remaining": 2,
+                                "script": [{"action": "RunInstances", "code": "VcpuLimitExceeded",
+                                            "status": 400, "after": 0, "times": 1}]}
+    POST /_metalfleet/reset    faults off, counters and the request log cleared ({"state": true} also
+                               empties every moto backend)
+    GET  /_metalfleet/stats    {"requests": n, "by_action": {...}, "faults": {...}}
+    GET  /_metalfleet/requests?action=RunInstances   the recorded requests (flat query parameters)
+
+Faults answer real EC2-shaped XML errors: RequestLimitExceeded (503), InternalError (500),
+InsufficientInstanceCapacity (500, RunInstances only, naming the zone). ``lost_response`` lets moto do
+the work and then answers InternalError anyway (the reply lost on the way back: what a ClientToken is
+for). ``actions`` limits the random
+faults to those actions; ``capacity_remaining`` lets that many more instances launch, then answers
+InsufficientInstanceCapacity; ``script`` fails chosen calls deterministically (skip ``after`` matching
+calls, then fail ``times`` of them; -1 for ever). ``latency_ms`` delays every EC2 call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from xml.sax.saxutils import escape
+
+__all__ = ["Ec2Emulator", "start_ec2_emulator"]
+
+CONTROL_PREFIX = "/_metalfleet/"
+_FAULT_KEYS = {"throttle", "capacity", "server_error", "lost_response", "latency_ms", "seed", "actions",
+               "capacity_remaining", "script"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Client side: the launcher the tests, the demo and the benchmark use.
+# ---------------------------------------------------------------------------------------------
+class Ec2Emulator:
+    """A running emulator subprocess. Stop it with :meth:`stop` or use it as a context manager."""
+
+    def __init__(self, process: subprocess.Popen[bytes], host: str, port: int) -> None:
+        self.process = process
+        self.host = host
+        self.port = port
+        self.url = f"http://{host}:{port}"
+
+    # -- control -----------------------------------------------------------------------------
+    def _control(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body or {}).encode() if method == "POST" else None
+        req = urllib.request.Request(self.url + CONTROL_PREFIX + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(f"emulator control {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
+
+    def set_faults(self, **faults: Any) -> None:
+        """Replace the fault settings (anything not given is off)."""
+        self._control("POST", "faults", faults)
+
+    def reset_faults(self) -> None:
+        """Faults off, counters and request log cleared; EC2 state kept."""
+        self._control("POST", "reset", {})
+
+    def reset_state(self) -> None:
+        """Faults off, counters cleared and every resource gone."""
+        self._control("POST", "reset", {"state": True})
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._control("GET", "stats")
+        return result
+
+    def requests(self, action: str | None = None) -> list[dict[str, Any]]:
+        """Requests as the server received them: ``{"action", "params", "status"}``, oldest first."""
+        query = f"?action={urllib.parse.quote(action)}" if action else ""
+        result: list[dict[str, Any]] = self._control("GET", "requests" + query)
+        return result
+
+    def calls(self, action: str | None = None) -> int:
+        st = self.stats()
+        return int(st["by_action"].get(action, 0)) if action else int(st["requests"])
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        if self.process.stdout:
+            self.process.stdout.close()
+
+    def __enter__(self) -> Ec2Emulator:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def start_ec2_emulator(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 60.0,
+                       log_path: str | os.PathLike[str] | None = None) -> Ec2Emulator:
+    """Start ``python tests/emulators/ec2_server.py`` as a subprocess and wait until it answers.
+
+    ``port=0`` lets the server pick a free port and report it; ``log_path`` receives its request log.
+    """
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--host", host, "--port", str(port), "--quiet",
+           "--parent-pid", str(os.getpid())]
+    if log_path:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+    else:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    line: list[bytes] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline() if proc.stdout else b""),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not line or not line[0].startswith(b"LISTENING "):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"EC2 emulator did not start within {timeout:.0f}s (exit code {proc.returncode})")
+    emulator = Ec2Emulator(proc, host, int(line[0].split()[1]))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            emulator.stats()
+            return emulator
+        except (OSError, RuntimeError):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                emulator.stop()
+                raise
+            time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# Server side: fault switch and request log (WSGI middleware around moto).
+# ---------------------------------------------------------------------------------------------
+def ec2_error_body(code: str, message: str, request_id: str) -> bytes:
+    """The XML body EC2 answers an error with."""
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}</Code>'
+            f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{request_id}</RequestID>"
+            "</Response>").encode()
+
+
+@dataclass
+class _Script:
+    action: str | None
+    code: str
+    status: int = 400
+    message: str | None = None
+    after: int = 0
+    times: int = 1
+    seen: int = 0
+
+
+@dataclass
+class Faults:
+    throttle: float = 0.0
+    capacity: float = 0.0
+    server_error: float = 0.0
+    lost_response: float = 0.0
+    latency_ms: float = 0.0
+    seed: int | None = None
+    actions: set[str] | None = None
+    capacity_remaining: int | None = None
+    script: list[_Script] = field(default_factory=list)
+
+
+class FaultSwitch:
+    """Shared by the middleware and the RunInstances extension; one lock guards it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.faults = Faults()
+        self.rng = random.Random()
+        self.local = threading.local()
+        self.clear_log()
+
+    def clear_log(self) -> None:
+        self.requests = 0
+        self.by_action: dict[str, int] = {}
+        self.injected: dict[str, int] = {}
+        self.log: list[dict[str, Any]] = []
+
+    def configure(self, raw: dict[str, Any]) -> None:
+        unknown = set(raw) - _FAULT_KEYS
+        if unknown:
+            raise ValueError(f"unknown fault setting(s): {sorted(unknown)}; known: {sorted(_FAULT_KEYS)}")
+        for key in ("throttle", "capacity", "server_error", "lost_response"):
+            if not 0.0 <= float(raw.get(key, 0.0)) <= 1.0:
+                raise ValueError(f"{key} must be a fraction between 0 and 1")
+        script = [_Script(action=s.get("action"), code=s["code"], status=int(s.get("status", 400)),
+                          message=s.get("message"), after=int(s.get("after", 0)), times=int(s.get("times", 1)))
+                  for s in raw.get("script", [])]
+        with self.lock:
+            self.faults = Faults(
+                throttle=float(raw.get("throttle", 0.0)), capacity=float(raw.get("capacity", 0.0)),
+                server_error=float(raw.get("server_error", 0.0)),
+                lost_response=float(raw.get("lost_response", 0.0)), latency_ms=float(raw.get("latency_ms", 0.0)),
+                seed=raw.get("seed"), actions=set(raw["actions"]) if raw.get("actions") else None,
+                capacity_remaining=raw.get("capacity_remaining"), script=script)
+            self.rng = random.Random(raw.get("seed"))
+
+    def count(self, what: str) -> None:
+        self.injected[what] = self.injected.get(what, 0) + 1
+
+    def decide(self, action: str) -> tuple[str, int, str] | None:
+        """An error to answer instead of calling moto, or None. Capacity is left to RunInstances."""
+        with self.lock:
+            f = self.faults
+            for s in f.script:
+                if s.action not in (None, action) or s.times == 0:
+                    continue
+                s.seen += 1
+                if s.seen <= s.after:
+                    continue
+                s.times -= 1 if s.times > 0 else 0
+                self.count(s.code)
+                return s.code, s.status, s.message or f"Injected {s.code} for {action}."
+            self.local.capacity = False
+            if f.actions is not None and action not in f.actions:
+                return None
+            if f.throttle and self.rng.random() < f.throttle:
+                self.count("RequestLimitExceeded")
+                return "RequestLimitExceeded", 503, "Request limit exceeded."
+            if f.server_error and self.rng.random() < f.server_error:
+                self.count("InternalError")
+                return "InternalError", 500, "An internal error has occurred."
+            if action == "RunInstances" and f.capacity and self.rng.random() < f.capacity:
+                self.local.capacity = True
+            return None
+
+    def lose_response(self, action: str) -> bool:
+        """After moto has done the work: drop its answer and say InternalError (the client cannot tell)."""
+        with self.lock:
+            f = self.faults
+            if not f.lost_response or (f.actions is not None and action not in f.actions):
+                return False
+            if self.rng.random() < f.lost_response:
+                self.count("LostResponse")
+                return True
+            return False
+
+    def take_capacity(self, count: int) -> bool:
+        """Called by RunInstances for a new purchase: False means answer InsufficientInstanceCapacity."""
+        with self.lock:
+            forced = bool(getattr(self.local, "capacity", False))
+            self.local.capacity = False
+            remaining = self.faults.capacity_remaining
+            if forced or (remaining is not None and remaining < count):
+                self.count("InsufficientInstanceCapacity")
+                return False
+            if remaining is not None:
+                self.faults.capacity_remaining = remaining - count
+            return True
+
+
+SWITCH = FaultSwitch()
+#: moto is not written for concurrent requests; calls into it are serialised (latency is not).
+MOTO_LOCK = threading.RLock()
+
+StartResponse = Callable[..., Any]
+
+
+class FaultMiddleware:
+    def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(CONTROL_PREFIX):
+            return self._control(path[len(CONTROL_PREFIX):], environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        params = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        params.update(urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
+        action = params.get("Action")
+        if not action:  # not an EC2 query call (e.g. /moto-api)
+            with MOTO_LOCK:
+                return list(self.app(environ, start_response))
+        entry: dict[str, Any] = {"action": action, "params": params, "status": None}
+        with SWITCH.lock:
+            SWITCH.requests += 1
+            SWITCH.by_action[action] = SWITCH.by_action.get(action, 0) + 1
+            SWITCH.log.append(entry)
+            latency = SWITCH.faults.latency_ms
+        if latency:
+            time.sleep(latency / 1000.0)
+        fault = SWITCH.decide(action)
+        if fault:
+            return self._error(entry, *fault, start_response)
+
+        captured: list[Any] = []
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured[:] = [status, headers, exc_info]
+            return lambda _data: None
+
+        with MOTO_LOCK:
+            body_out = list(self.app(environ, capture))
+        if SWITCH.lose_response(action):
+            return self._error(entry, "InternalError", 500, "An internal error has occurred.", start_response)
+        entry["status"] = int(captured[0].split()[0])
+        start_response(*captured)
+        return body_out
+
+    @staticmethod
+    def _error(entry: dict[str, Any], code: str, status: int, message: str,
+               start_response: StartResponse) -> Iterable[bytes]:
+        entry["status"] = status
+        payload = ec2_error_body(code, message, str(uuid.uuid4()))
+        start_response(f"{status} {_REASONS.get(status, 'Error')}",
+                       [("Content-Type", "text/xml"), ("Content-Length", str(len(payload)))])
+        return [payload]
+
+    def _control(self, what: str, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            raw = json.loads(environ["wsgi.input"].read(length) or b"{}") if method == "POST" else {}
+            query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")))
+            result: Any
+            if what == "faults" and method == "POST":
+                SWITCH.configure(raw)
+                result = {"ok": True}
+            elif what == "reset" and method == "POST":
+                SWITCH.configure({})
+                with SWITCH.lock:
+                    SWITCH.clear_log()
+                if raw.get("state"):
+                    from moto.backends import get_backend
+
+                    with MOTO_LOCK:
+                        get_backend("ec2").reset()
+                result = {"ok": True}
+            elif what == "stats" and method == "GET":
+                with SWITCH.lock:
+                    result = {"requests": SWITCH.requests, "by_action": dict(SWITCH.by_action),
+                              "faults": dict(SWITCH.injected)}
+            elif what == "requests" and method == "GET":
+                with SWITCH.lock:
+                    result = [dict(e) for e in SWITCH.log if not query.get("action") or e["action"] == query["action"]]
+            else:
+                raise LookupError(f"no control endpoint {method} {CONTROL_PREFIX}{what}")
+            status, payload = "200 OK", json.dumps(result).encode()
+        except (ValueError, KeyError, TypeError) as exc:
+            status, payload = "400 Bad Request", json.dumps({"error": str(exc)}).encode()
+        except LookupError as exc:
+            status, payload = "404 Not Found", json.dumps({"error": str(exc)}).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+        return [payload]
+
+
+_REASONS = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Server side: the moto extensions (a)-(f). Imported only in the server process.
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Ext:
+    """Extension state for one moto EC2 backend (one account/region); reset with the backend."""
+
+    tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # ClientToken -> (reservation, args hash)
+    placement_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    block_offerings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _ext(backend: Any) -> _Ext:
+    ext = backend.__dict__.get("_metalfleet_ext")
+    if ext is None:
+        ext = backend.__dict__["_metalfleet_ext"] = _Ext()
+    return ext  # type: ignore[no-any-return]
+
+
+def _hex_id(prefix: str, n: int = 17) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:n]}"
+
+
+def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def _matches(item: dict[str, Any], filters: dict[str, list[str]], fields: dict[str, str]) -> bool:
+    tags = {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+    for name, values in filters.items():
+        if name.startswith("tag:"):
+            if tags.get(name[4:]) not in values:
+                return False
+        elif name in fields and str(item.get(fields[name])) not in values:
+            return False
+    return True
+
+
+def install_extensions() -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.models.elastic_network_interfaces import Attachment
+    from moto.ec2.models.instances import Instance
+    from moto.ec2.responses import EC2Response
+    from moto.ec2.utils import random_eni_attach_id
+
+    def fail(code: str, message: str) -> EC2ClientError:
+        return EC2ClientError(code, message)
+
+    def error_500(code: str, message: str) -> tuple[bytes, dict[str, Any]]:
+        return ec2_error_body(code, message, str(uuid.uuid4())), {"status": 500}
+
+    # -- (a) placement groups ------------------------------------------------------------------
+    def create_placement_group(self: Any) -> ActionResult:
+        name = self._get_param("GroupName")
+        strategy = self._get_param("Strategy", "cluster")
+        if not name:
+            raise fail("MissingParameter", "The request must contain the parameter GroupName")
+        if strategy not in ("cluster", "spread", "partition"):
+            raise fail("InvalidParameterValue", f"Value ({strategy}) for parameter strategy is invalid.")
+        self.error_on_dryrun()
+        ext = _ext(self.ec2_backend)
+        if name in ext.placement_groups:
+            raise fail("InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
+        group_id = _hex_id("pg")
+        tags = self._parse_tag_specification().get("placement-group", {})
+        pg = {"GroupName": name, "GroupId": group_id, "Strategy": strategy, "State": "available",
+              "GroupArn": f"arn:aws:ec2:{self.region}:{self.current_account}:placement-group/{name}",
+              "Tags": _tag_list(tags)}
+        if strategy == "partition":
+            pg["PartitionCount"] = int(self._get_param("PartitionCount", 2))
+        ext.placement_groups[name] = pg
+        return ActionResult({"PlacementGroup": pg})
+
+    def describe_placement_groups(self: Any) -> ActionResult:
+        ext = _ext(self.ec2_backend)
+        names = self._get_param("GroupNames", [])
+        ids = self._get_param("GroupIds", [])
+        for n in names:
+            if n not in ext.placement_groups:
+                raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{n}' is unknown.")
+        groups = [g for g in ext.placement_groups.values()
+                  if (not names or g["GroupName"] in names) and (not ids or g["GroupId"] in ids)]
+        for gid in ids:
+            if gid not in {g["GroupId"] for g in ext.placement_groups.values()}:
+                raise fail("InvalidPlacementGroupId.NotFound", f"The Placement Group ID '{gid}' does not exist.")
+        fields = {"group-name": "GroupName", "group-id": "GroupId", "strategy": "Strategy", "state": "State"}
+        filters = self._filters_from_querystring()
+        return ActionResult({"PlacementGroups": [g for g in groups if _matches(g, filters, fields)]})
+
+    def delete_placement_group(self: Any) -> ActionResult:
+        name = self._get_param("GroupName")
+        ext = _ext(self.ec2_backend)
+        if name not in ext.placement_groups:
+            raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+        for inst in self.ec2_backend.all_instances():
+            if inst.placement.group_name == name and inst.state != "terminated":
+                raise fail("InvalidPlacementGroup.InUse", f"The Placement Group '{name}' is in use.")
+        del ext.placement_groups[name]
+        return ActionResult({})
+
+    # -- (d) capacity reservations and Capacity Blocks ----------------------------------------
+    def _new_reservation(self: Any, instance_type: str, zone: str, count: int, platform: str,
+                         kind: str, tags: dict[str, str], match: str = "open",
+                         end: datetime | None = None) -> dict[str, Any]:
+        if not instance_type or not zone or count < 1:
+            raise fail("InvalidParameterValue", "InstanceType, AvailabilityZone and InstanceCount >= 1 are required")
+        if not zone.startswith(self.region):
+            raise fail("InvalidParameterValue", f"Invalid availability zone: [{zone}]")
+        cr_id = _hex_id("cr")
+        now = datetime.now(UTC)
+        arn = f"arn:aws:ec2:{self.region}:{self.current_account}:capacity-reservation/{cr_id}"
+        cr = {"CapacityReservationId": cr_id, "OwnerId": self.current_account, "CapacityReservationArn": arn,
+              "InstanceType": instance_type, "InstancePlatform": platform, "AvailabilityZone": zone,
+              "Tenancy": "default", "TotalInstanceCount": count, "AvailableInstanceCount": count,
+              "EbsOptimized": True, "EphemeralStorage": False, "State": "active", "StartDate": now,
+              "EndDateType": "limited" if end else "unlimited", "InstanceMatchCriteria": match,
+              "CreateDate": now, "ReservationType": kind, "Tags": _tag_list(tags)}
+        if end:
+            cr["EndDate"] = end
+        _ext(self.ec2_backend).reservations[cr_id] = cr
+        return cr
+
+    def create_capacity_reservation(self: Any) -> ActionResult:
+        self.error_on_dryrun()
+        cr = _new_reservation(self, self._get_param("InstanceType"), self._get_param("AvailabilityZone"),
+                              int(self._get_param("InstanceCount", 0)),
+                              self._get_param("InstancePlatform", "Linux/UNIX"), "default",
+                              self._parse_tag_specification().get("capacity-reservation", {}),
+                              self._get_param("InstanceMatchCriteria", "open"))
+        return ActionResult({"CapacityReservation": cr})
+
+    def describe_capacity_reservations(self: Any) -> ActionResult:
+        ext = _ext(self.ec2_backend)
+        ids = self._get_param("CapacityReservationIds", [])
+        for cr_id in ids:
+            if cr_id not in ext.reservations:
+                raise fail("InvalidCapacityReservationId.NotFound",
+                           f"The capacity reservation ID '{cr_id}' does not exist")
+        fields = {"instance-type": "InstanceType", "availability-zone": "AvailabilityZone", "state": "State",
+                  "reservation-type": "ReservationType", "instance-platform": "InstancePlatform"}
+        filters = self._filters_from_querystring()
+        found = [cr for cr in ext.reservations.values()
+                 if (not ids or cr["CapacityReservationId"] in ids) and _matches(cr, filters, fields)]
+        return ActionResult({"CapacityReservations": found})
+
+    def cancel_capacity_reservation(self: Any) -> ActionResult:
+        cr_id = self._get_param("CapacityReservationId")
+        cr = _ext(self.ec2_backend).reservations.get(cr_id)
+        if cr is None:
+            raise fail("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{cr_id}' does not exist")
+        cr["State"] = "cancelled"
+        return ActionResult({"Return": True})
+
+    def describe_capacity_block_offerings(self: Any) -> ActionResult:
+        instance_type = self._get_param("InstanceType")
+        count = int(self._get_param("InstanceCount", 1))
+        hours = int(self._get_param("CapacityDurationHours", 24))
+        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        zone = f"{self.region}a"
+        digest = hashlib.sha256(f"{instance_type}|{count}|{hours}|{zone}".encode()).hexdigest()[:17]
+        offering = {"CapacityBlockOfferingId": f"cb-{digest}", "InstanceType": instance_type,
+                    "AvailabilityZone": zone, "InstanceCount": count, "StartDate": start,
+                    "EndDate": start + timedelta(hours=hours), "CapacityBlockDurationHours": hours,
+                    "UpfrontFee": f"{31.464 * 8 * count * hours:.2f}", "CurrencyCode": "USD", "Tenancy": "default"}
+        _ext(self.ec2_backend).block_offerings[offering["CapacityBlockOfferingId"]] = offering
+        return ActionResult({"CapacityBlockOfferings": [offering]})
+
+    def purchase_capacity_block(self: Any) -> ActionResult:
+        offering_id = self._get_param("CapacityBlockOfferingId")
+        offering = _ext(self.ec2_backend).block_offerings.get(offering_id)
+        if offering is None:
+            raise fail("InvalidParameterValue", f"Capacity Block offering {offering_id} does not exist")
+        self.error_on_dryrun()
+        cr = _new_reservation(self, offering["InstanceType"], offering["AvailabilityZone"],
+                              offering["InstanceCount"], self._get_param("InstancePlatform", "Linux/UNIX"),
+                              "capacity-block", self._parse_tag_specification().get("capacity-reservation", {}),
+                              "targeted", offering["EndDate"])
+        return ActionResult({"CapacityReservation": cr})
+
+    # -- (b)+(a)+(c)+(d) RunInstances ---------------------------------------------------------
+    original_run = EC2Response.run_instances
+
+    def run_zone(self: Any) -> str:
+        zone = self._get_param("Placement.AvailabilityZone")
+        if zone:
+            return str(zone)
+        subnets = [self._get_param("SubnetId")] + [n.get("SubnetId") for n in self._get_param("NetworkInterfaces", [])]
+        for subnet_id in filter(None, subnets):
+            with contextlib.suppress(Exception):
+                return str(self.ec2_backend.get_subnet(subnet_id).availability_zone)
+        return f"{self.region}a"
+
+    def run_instances(self: Any) -> Any:
+        ext = _ext(self.ec2_backend)
+        token = self._get_param("ClientToken")
+        args = sorted((k, v) for k, v in self.querystring.items() if k not in ("ClientToken", "DryRun"))
+        digest = hashlib.sha256(repr(args).encode()).hexdigest()
+        if token and token in ext.tokens:
+            reservation_id, seen = ext.tokens[token]
+            if seen != digest:
+                raise fail("IdempotentParameterMismatch", "Arguments on this idempotent request are inconsistent "
+                           "with arguments used in previous request(s).")
+            return ActionResult(self.ec2_backend.reservations[reservation_id])
+
+        instance_type = self._get_param("InstanceType", "m1.small")
+        count = int(self._get_param("MinCount", 1))
+        zone = run_zone(self)
+        group = self._get_param("Placement.GroupName")
+        if group and group not in ext.placement_groups:
+            raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
+        nics = self._get_param("NetworkInterfaces", [])
+        if len(nics) > 1 and any(str(n.get("AssociatePublicIpAddress")).lower() == "true" for n in nics):
+            raise fail("InvalidParameterCombination", "The associatePublicIPAddress parameter cannot be specified "
+                       "when launching with multiple network interfaces.")
+        market = self._get_param("InstanceMarketOptions.MarketType")
+        target = (self._get_param("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        cr_id = target.get("CapacityReservationId")
+        cr = None
+        if cr_id:
+            cr = ext.reservations.get(cr_id)
+            if cr is None or cr["State"] != "active":
+                raise fail("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{cr_id}' does not "
+                           "exist or is not active")
+            if cr["InstanceType"] != instance_type or cr["AvailabilityZone"] != zone:
+                raise fail("InvalidParameterCombination", f"Capacity reservation {cr_id} is for "
+                           f"{cr['InstanceType']} in {cr['AvailabilityZone']}, not {instance_type} in {zone}.")
+            if (market == "capacity-block") != (cr["ReservationType"] == "capacity-block"):
+                raise fail("InvalidParameterCombination", "MarketType capacity-block must be used with, and only "
+                           "with, a Capacity Block reservation.")
+            if cr["AvailableInstanceCount"] < count:
+                raise fail("ReservationCapacityExceeded", f"The requested number of instances exceeds the "
+                           f"available capacity of capacity reservation {cr_id}.")
+        elif market == "capacity-block":
+            raise fail("MissingParameter", "MarketType capacity-block requires a CapacityReservationTarget.")
+        if not SWITCH.take_capacity(count):
+            return error_500("InsufficientInstanceCapacity",
+                             f"We currently do not have sufficient {instance_type} capacity in the Availability "
+                             f"Zone you requested ({zone}). Our system will be working on provisioning additional "
+                             "capacity. You can currently get capacity by not specifying an Availability Zone in "
+                             "your request or choosing a different Availability Zone.")
+        result = original_run(self)
+        reservation: Any = result.result
+        for inst in reservation.instances:
+            if group:
+                inst.placement.group_name = group
+            if len(nics) > 1:
+                for nic in inst.network_interfaces:
+                    nic.public_ip_auto_assign = False
+                    nic.public_ip = None
+            if cr is not None:
+                cr["AvailableInstanceCount"] -= 1
+                inst.capacity_reservation_id = cr_id
+                inst.capacity_reservation_specification = {"CapacityReservationTarget": {
+                    "CapacityReservationId": cr_id}}
+            else:
+                inst.capacity_reservation_specification = {"CapacityReservationPreference": "open"}
+            if market == "capacity-block":
+                inst.lifecycle = "capacity-block"
+        if token:
+            ext.tokens[token] = (reservation.id, digest)
+        return result
+
+    # -- (c) NICs on every network card --------------------------------------------------------
+    original_prep = Instance.prep_nics
+
+    def prep_nics(self: Any, nic_spec: list[dict[str, Any]], private_ip: str | None = None,
+                  associate_public_ip: bool | None = None, security_groups: list[Any] | None = None,
+                  ipv6_address_count: int | None = None) -> None:
+        def card(n: dict[str, Any]) -> int:
+            return int(n.get("NetworkCardIndex") or 0)
+
+        primary = [n for n in nic_spec if card(n) == 0]
+        others = [n for n in nic_spec if card(n) != 0]
+        original_prep(self, primary, private_ip, associate_public_ip, security_groups, ipv6_address_count)
+        for n in primary:
+            if n.get("InterfaceType") and int(n["DeviceIndex"]) in self.nics:
+                self.nics[int(n["DeviceIndex"])].interface_type = n["InterfaceType"]
+        self.card_nics = []
+        for n in others:
+            groups = list(n.get("Groups") or []) + [g.id for g in security_groups or []]
+            eni = self.ec2_backend.create_network_interface(
+                n.get("SubnetId") or self.subnet_id, None, device_index=int(n["DeviceIndex"]),
+                public_ip_auto_assign=False, group_ids=groups,
+                delete_on_termination=str(n.get("DeleteOnTermination")).lower() == "true",
+                description=n.get("Description"))
+            eni.interface_type = n.get("InterfaceType") or "interface"
+            eni.network_card_index = card(n)
+            eni.instance = self
+            eni.attachment_id = random_eni_attach_id()
+            eni.attach_time = datetime.now(UTC)
+            eni.status = "in-use"
+            self.card_nics.append(eni)
+
+    def network_interfaces(self: Any) -> list[Any]:
+        return list(self.nics.values()) + list(getattr(self, "card_nics", []))
+
+    original_attachment_init = Attachment.__init__
+
+    def attachment_init(self: Any, eni: Any) -> None:
+        original_attachment_init(self, eni)
+        self.network_card_index = getattr(eni, "network_card_index", 0)
+
+    # -- (f) terminate is idempotent; (c)/(d) clean up on terminate ------------------------------
+    original_terminate = Instance.terminate
+
+    def terminate(self: Any) -> Any:
+        if self._state.name == "terminated":
+            return type(self._state)(self._state.name, self._state.code)
+        previous = original_terminate(self)
+        for eni in getattr(self, "card_nics", []):
+            eni.stop()
+            if eni.delete_on_termination:
+                with contextlib.suppress(Exception):
+                    eni.delete()
+        cr = _ext(self.ec2_backend).reservations.get(getattr(self, "capacity_reservation_id", None) or "")
+        if cr is not None:
+            cr["AvailableInstanceCount"] = min(cr["TotalInstanceCount"], cr["AvailableInstanceCount"] + 1)
+        return previous
+
+    for name, fn in {
+        "create_placement_group": create_placement_group,
+        "describe_placement_groups": describe_placement_groups,
+        "delete_placement_group": delete_placement_group,
+        "create_capacity_reservation": create_capacity_reservation,
+        "describe_capacity_reservations": describe_capacity_reservations,
+        "cancel_capacity_reservation": cancel_capacity_reservation,
+        "describe_capacity_block_offerings": describe_capacity_block_offerings,
+        "purchase_capacity_block": purchase_capacity_block,
+        "run_instances": run_instances,
+    }.items():
+        setattr(EC2Response, name, fn)
+    Instance.prep_nics = prep_nics  # type: ignore[method-assign]
+    Instance.network_interfaces = property(network_interfaces)  # type: ignore[assignment,method-assign]
+    Instance.terminate = terminate  # type: ignore[method-assign]
+    Attachment.__init__ = attachment_init  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point.
+# ---------------------------------------------------------------------------------------------
+def _watch_parent(pid: int) -> None:
+    """Exit when the process that started us is gone, so a killed test run leaves no server behind."""
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+
+
+def build_app() -> FaultMiddleware:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    install_extensions()
+    return FaultMiddleware(DomainDispatcherApplication(create_backend_app))
+
+
+@contextlib.contextmanager
+def _server(host: str, port: int, quiet: bool) -> Iterator[Any]:
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    if quiet:
+        import logging
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = make_server(host, port, build_app(), threaded=True, request_handler=MotoRequestHandler)
+    try:
+        yield server
+    finally:
+        server.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=5055)
+    parser.add_argument("--quiet", action="store_true", help="no request log")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process exits")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if args.parent_pid:
+        threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
+    with _server(args.host, args.port, args.quiet) as server:
+        port = server.server_port
+        print(f"LISTENING {port}", flush=True)
+        if not args.quiet:
+            print(f"EC2 emulator on http://{args.host}:{port} (control: {CONTROL_PREFIX}faults, reset, stats, "
+                  "requests); Ctrl-C stops it", file=sys.stderr, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Pytest fixtures for the EC2 emulator, imported by the conftests that need one.
+
+One emulator per test session (so one per xdist worker), started and stopped by the run itself;
+faults are switched off and counters cleared before every test that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .ec2_server import Ec2Emulator, start_ec2_emulator
+
+#: Fake credentials for the emulator, set only inside the test process and its children.
+EMULATOR_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+REGION = "us-east-1"
+ZONE = "us-east-1a"
+#: An image moto knows (Ubuntu, root device /dev/sda1).
+IMAGE = "ami-1e749f67"
+KMS_KEY = "alias/metalfleet-test"
+
+
+@pytest.fixture(scope="session")
+def ec2_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ec2Emulator]:
+    saved = {k: os.environ.get(k) for k in EMULATOR_ENV}
+    os.environ.update(EMULATOR_ENV)
+    for k in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2"):
+        saved.setdefault(k, os.environ.pop(k, None))
+    log = tmp_path_factory.mktemp("ec2-emulator") / "server.log"
+    emulator = start_ec2_emulator(log_path=log)
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def ec2_emulator(ec2_emulator_session: Ec2Emulator) -> Ec2Emulator:
+    ec2_emulator_session.reset_faults()
+    return ec2_emulator_session
+
+
+def ec2_client(emulator: Ec2Emulator) -> Any:
+    """A plain boto3 client on the emulator, for arranging and inspecting state around the driver."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("ec2", region_name=REGION, endpoint_url=emulator.url,
+                        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+
+
+def default_subnet(emulator: Ec2Emulator, zone: str = ZONE) -> str:
+    subnets = ec2_client(emulator).describe_subnets(
+        Filters=[{"Name": "availability-zone", "Values": [zone]}, {"Name": "default-for-az", "Values": ["true"]}])
+    return str(subnets["Subnets"][0]["SubnetId"])
