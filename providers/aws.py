@@ -1,0 +1,747 @@
+"""AWS EC2 driver for GPU nodes: P5, P5en, P4de and P4d with an EFA interface on every network card.
+
+boto3 is imported here only, and only when a driver is built or used, so ``import metalfleet.providers``
+stays SDK-free and a missing ``metalfleet[aws]`` extra surfaces as the registry's install hint.
+
+What ``order`` sends, per node:
+
+* one EFA interface per network card: card 0 carries the primary interface (DeviceIndex 0), every other
+  card an interface at DeviceIndex 1 (the layout AWS documents for P5/P4d), all ``InterfaceType=efa``;
+* a cluster placement group (created if absent) and a per-cluster security group whose only rules let
+  members reach each other on all traffic, in and out, as EFA requires (unless the spec names groups);
+* IMDSv2 only, encrypted root and data volumes (with the spec's KMS key), tags on the instance, its
+  volumes and its interfaces; no public IPv4 unless ``public_ip`` (then an Elastic IP, since AWS cannot
+  auto-assign one to an instance launched with several interfaces);
+* ``ClientToken`` = the node's idempotency key, so a re-run after a crash or a retry returns the instance
+  the first attempt bought instead of buying another.
+
+botocore's own retries are off: :mod:`metalfleet.providers.retry` alone decides what to retry, and every
+botocore exception is translated at this module's boundary into :mod:`metalfleet.providers.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from .contract import ProgressCallback
+from .errors import (
+    AuthError,
+    CapacityError,
+    ConflictError,
+    InvalidSpecError,
+    MetalfleetError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    RateLimitedError,
+    TimeoutError,
+    TransientError,
+)
+from .models import BillingModel, Fabric, Interconnect, Node, NodeSpec, NodeState, Offering, Price, VolumeSpec
+
+__all__ = ["STATE_TABLE", "AwsDriver", "translate_client_error"]
+
+PROVIDER = "aws"
+
+
+@dataclass(frozen=True)
+class _Hardware:
+    """What DescribeInstanceTypes does not say: NVLink bandwidth per GPU and the EFA total AWS quotes."""
+
+    interconnect_gbps: float
+    fabric_gbps: float
+
+
+#: The offerings this driver sells, in the order ``offerings()`` lists them.
+HARDWARE: Mapping[str, _Hardware] = {
+    "p5.48xlarge": _Hardware(interconnect_gbps=900.0, fabric_gbps=3200.0),
+    "p5en.48xlarge": _Hardware(interconnect_gbps=900.0, fabric_gbps=3200.0),
+    "p4de.24xlarge": _Hardware(interconnect_gbps=600.0, fabric_gbps=400.0),
+    "p4d.24xlarge": _Hardware(interconnect_gbps=600.0, fabric_gbps=400.0),
+}
+
+#: EC2 instance state name -> neutral state; anything else is UNKNOWN.
+STATE_TABLE: Mapping[str, NodeState] = {
+    "pending": NodeState.PENDING,
+    "running": NodeState.RUNNING,
+    "stopping": NodeState.STOPPING,
+    "stopped": NodeState.STOPPED,
+    "shutting-down": NodeState.TERMINATING,
+    "terminated": NodeState.TERMINATED,
+}
+_LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+
+TAG_CLUSTER = "metalfleet:cluster"
+TAG_INDEX = "metalfleet:index"
+TAG_KEY = "metalfleet:key"
+TAG_PUBLIC_IP = "metalfleet:public-ip"
+
+_AMI = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
+_SG = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
+_CR = re.compile(r"^cr-[0-9a-f]{17}$")
+_KMS_ID = r"(mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+_KMS = re.compile(rf"^({_KMS_ID}|alias/[A-Za-z0-9/_-]+|arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{{12}}:"
+                  rf"(key/{_KMS_ID}|alias/[A-Za-z0-9/_-]+))$")
+_VOLUME_TYPES = {"gp2", "gp3", "io1", "io2", "st1", "sc1", "standard"}
+_DATA_DEVICES = [f"/dev/sd{c}" for c in "fghijklmnopqrstuvwxyz"]
+_MAX_TAGS = 50
+_USER_DATA_MAX = 16 * 1024
+
+# -- error translation -------------------------------------------------------------------------
+_CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+             "InsufficientReservedInstanceCapacity", "ReservationCapacityExceeded", "InsufficientCapacityOnHost",
+             "InsufficientAddressCapacity"}
+_THROTTLE = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
+             "RequestThrottledException", "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete"}
+_AUTH = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch", "OptInRequired",
+         "Blocked", "ExpiredToken", "RequestExpired", "AccessDenied", "AccessDeniedException",
+         "IncompleteSignature", "MissingAuthenticationToken", "PendingVerification"}
+_QUOTA = {"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "ResourceLimitExceeded",
+          "AddressLimitExceeded", "SecurityGroupLimitExceeded", "RulesPerSecurityGroupLimitExceeded",
+          "PlacementGroupLimitExceeded", "VolumeLimitExceeded", "NetworkInterfaceLimitExceeded"}
+_TRANSIENT = {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "ServerInternal",
+              "EC2ThrottledException"}
+_INVALID = {"InvalidParameter", "InvalidParameterValue", "InvalidParameterCombination", "MissingParameter",
+            "UnknownParameter", "ValidationError", "InvalidInstanceType", "Unsupported", "UnsupportedOperation",
+            "InvalidBlockDeviceMapping", "InvalidUserData.Malformed", "InvalidInput"}
+#: Error code prefix -> the cluster-spec field it is about (so the user is told what to fix).
+_FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
+    ("InvalidSubnetID", "network.subnet_id"),
+    ("InvalidSubnet", "network.subnet_id"),
+    ("InvalidAMIID", "image"),
+    ("InvalidGroup", "network.security_group_ids"),
+    ("InvalidSecurityGroupID", "network.security_group_ids"),
+    ("InvalidKeyPair", "key_name"),
+    ("InvalidCapacityReservationId", "capacity.reservation_id"),
+    ("InvalidPlacementGroup", "placement.group_name"),
+    ("InvalidKMSKey", "storage.kms_key_id"),
+    ("KMS.", "storage.kms_key_id"),
+    ("InvalidBlockDeviceMapping", "storage"),
+    ("InvalidInstanceType", "offering"),
+)
+
+
+def _field_of(code: str) -> str | None:
+    return next((f for prefix, f in _FIELD_OF_CODE if code.startswith(prefix)), None)
+
+
+def translate_client_error(exc: Any, action: str, *, zone: str | None = None,
+                           instance_type: str | None = None) -> MetalfleetError:
+    """The metalfleet error for a botocore ``ClientError`` raised by EC2 ``action``."""
+    response: Mapping[str, Any] = getattr(exc, "response", None) or {}
+    error = response.get("Error") or {}
+    meta = response.get("ResponseMetadata") or {}
+    code = str(error.get("Code") or "Unknown")
+    message = str(error.get("Message") or exc)
+    status = int(meta.get("HTTPStatusCode") or 0)
+    kw: dict[str, Any] = {"provider": PROVIDER, "code": code, "request_id": meta.get("RequestId")}
+    text = f"EC2 {action}: {message}"
+    if code in _CAPACITY:
+        what = instance_type or "instance"
+        where = zone or "the requested zone"
+        return CapacityError(f"EC2 has no {what} capacity in {where} ({code}): {message}", zone=zone, **kw)
+    if code in _THROTTLE:
+        return RateLimitedError(text, **kw)
+    if code in _AUTH:
+        return AuthError(f"{text} (check the AWS credentials and their IAM permissions)", **kw)
+    if code in _QUOTA or code.endswith("LimitExceeded"):
+        return QuotaError(f"{text} (request a quota increase; retrying will not help)", **kw)
+    if code == "IdempotentParameterMismatch":
+        return ConflictError(f"{text} (the node's idempotency key was used before with other settings; "
+                             "bump its generation to order a replacement)", **kw)
+    field = _field_of(code)
+    if field and not code.endswith("LimitExceeded"):
+        return InvalidSpecError(text, field=field, **kw)
+    if code.endswith(".NotFound") or code.endswith(".Unknown"):
+        return NotFoundError(text, **kw)
+    if code in _INVALID or code.startswith("InvalidParameter") or code.endswith(".Malformed"):
+        return InvalidSpecError(text, **kw)
+    if code in _TRANSIENT or status >= 500:
+        return TransientError(text, **kw)
+    return ProviderError(text, **kw)
+
+
+# -- prices ------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _price_table() -> dict[str, Any]:
+    raw = resources.files("metalfleet.providers").joinpath("data/aws_prices.json").read_text()
+    table: dict[str, Any] = json.loads(raw)
+    return table
+
+
+def prices_for(region: str, instance_type: str) -> tuple[Price, ...]:
+    """The shipped, dated list prices for ``instance_type`` in ``region`` (empty where unknown)."""
+    table = _price_table()
+    entry = table["regions"].get(region, {}).get(instance_type, {})
+    as_of = date.fromisoformat(table["as_of"])
+    source = f"{table['source']} (region {region})"
+    out = []
+    for billing in BillingModel:
+        if billing.value in entry:
+            out.append(Price(billing, float(entry[billing.value]), table["currency"], as_of, source))
+    return tuple(out)
+
+
+@dataclass
+class _Net:
+    """What a cluster's nodes share, looked up or created once per driver."""
+
+    vpc_id: str
+    zone: str
+    security_group_ids: tuple[str, ...]
+
+
+class AwsDriver:
+    """Order GPU nodes on EC2. Credentials come from the standard AWS chain (env, config, profile, role).
+
+    ``endpoint_url`` (or the standard ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_EC2``) points it at another
+    EC2 API, such as the test emulator. The driver holds only plain configuration; its boto3 client is
+    built on first use and is not pickled.
+    """
+
+    name = PROVIDER
+
+    def __init__(
+        self,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        profile: str | None = None,
+        *,
+        poll: float = 5.0,
+        max_pool_connections: int = 64,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> None:
+        import boto3  # noqa: F401  (fail at construction when the aws extra is missing)
+
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self.profile = profile
+        self.poll = float(poll)
+        self.max_pool_connections = int(max_pool_connections)
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._lookup_lock = threading.RLock()  # fills the caches below once, even with 64 threads asking
+        self._types: dict[str, dict[str, Any]] | None = None
+        self._subnets: dict[str, dict[str, Any]] = {}
+        self._root_devices: dict[str, str] = {}
+        self._nets: dict[tuple[str, str, str | None, tuple[str, ...]], _Net] = {}
+        self._net_locks: dict[tuple[str, str, str | None, tuple[str, ...]], threading.Lock] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("region", "endpoint_url", "profile", "poll", "max_pool_connections",
+                                              "connect_timeout", "read_timeout")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
+        return f"AwsDriver(region={self.region!r}{where})"
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _ec2(self) -> Any:
+        if self._client is None:
+            with self._lock, self._api("CreateClient"):
+                if self._client is None:
+                    import boto3
+                    from botocore.config import Config
+
+                    session = boto3.session.Session(profile_name=self.profile, region_name=self.region)
+                    config = Config(
+                        region_name=self.region,
+                        retries={"total_max_attempts": 1, "mode": "standard"},
+                        max_pool_connections=self.max_pool_connections,
+                        connect_timeout=self.connect_timeout,
+                        read_timeout=self.read_timeout,
+                        user_agent_extra="metalfleet",
+                    )
+                    self._client = session.client("ec2", endpoint_url=self.endpoint_url, config=config)
+        return self._client
+
+    @contextlib.contextmanager
+    def _api(self, action: str, *, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
+        """The one boundary: every botocore exception leaves as a metalfleet error, chained."""
+        from botocore import exceptions as bx
+        from botocore.parsers import ResponseParserError
+
+        try:
+            yield
+        except bx.ClientError as exc:
+            raise translate_client_error(exc, action, zone=zone, instance_type=instance_type) from exc
+        except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError,
+                bx.ProfileNotFound, bx.TokenRetrievalError) as exc:
+            raise AuthError(f"EC2 {action}: no usable AWS credentials ({type(exc).__name__})",
+                            provider=PROVIDER, code=type(exc).__name__) from exc
+        except (bx.ConnectionError, bx.HTTPClientError, ResponseParserError) as exc:
+            raise TransientError(f"EC2 {action}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
+        except bx.BotoCoreError as exc:
+            raise ProviderError(f"EC2 {action}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
+
+    def _instance_types(self) -> dict[str, dict[str, Any]]:
+        with self._lookup_lock:
+            if self._types is None:
+                with self._api("DescribeInstanceTypes"):
+                    resp = self._ec2().describe_instance_types(
+                        Filters=[{"Name": "instance-type", "Values": list(HARDWARE)}])
+                self._types = {t["InstanceType"]: t for t in resp.get("InstanceTypes", [])}
+            return self._types
+
+    def _type_info(self, offering: str) -> dict[str, Any]:
+        info = self._instance_types().get(offering)
+        if info is None:
+            raise InvalidSpecError(f"{offering} is not offered in {self.region}", field="offering", value=offering,
+                                   provider=PROVIDER)
+        return info
+
+    @staticmethod
+    def _fabric_cards(info: Mapping[str, Any]) -> int:
+        net = info.get("NetworkInfo", {})
+        cards = int(net.get("MaximumNetworkCards") or 1)
+        efa = int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0)
+        return min(cards, efa) if efa else 0
+
+    # -- offerings -------------------------------------------------------------------------
+    def offerings(self) -> list[Offering]:
+        types = self._instance_types()
+        return [self._offering(types[name]) for name in HARDWARE if name in types]
+
+    def _offering(self, info: Mapping[str, Any]) -> Offering:
+        name = str(info["InstanceType"])
+        hw = HARDWARE[name]
+        gpu = (info.get("GpuInfo") or {}).get("Gpus", [{}])[0]
+        net = info.get("NetworkInfo") or {}
+        cards = net.get("NetworkCards") or []
+        fabric_gbps = sum(float(c.get("BaselineBandwidthInGbps") or 0) for c in cards) or hw.fabric_gbps
+        disks = (info.get("InstanceStorageInfo") or {}).get("Disks") or [{}]
+        return Offering(
+            provider=PROVIDER,
+            name=name,
+            gpu_model=str(gpu.get("Name", "")),
+            gpu_count=int(gpu.get("Count", 0)),
+            gpu_memory_gib=int(gpu.get("MemoryInfo", {}).get("SizeInMiB", 0)) // 1024,
+            interconnect=Interconnect.NVSWITCH,
+            interconnect_gbps=hw.interconnect_gbps,
+            fabric=Fabric.EFA if net.get("EfaSupported") else Fabric.NONE,
+            fabric_cards=self._fabric_cards(info),
+            fabric_gbps=fabric_gbps,
+            vcpus=int((info.get("VCpuInfo") or {}).get("DefaultVCpus", 0)),
+            memory_gib=int((info.get("MemoryInfo") or {}).get("SizeInMiB", 0)) // 1024,
+            nvme_count=int(disks[0].get("Count", 0)),
+            nvme_size_gib=int(disks[0].get("SizeInGB", 0)) * 10**9 // 2**30,
+            bare_metal=bool(info.get("BareMetal", False)),
+            prices=prices_for(self.region, name),
+            extra={"network_cards": int(net.get("MaximumNetworkCards") or 0),
+                   "efa_max_interfaces": int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
+                   "network_performance": net.get("NetworkPerformance"),
+                   "ena_srd": bool(net.get("EnaSrdSupported", False)),
+                   "whole_host": True},
+        )
+
+    # -- validate (offline) ----------------------------------------------------------------
+    def validate(self, spec: NodeSpec) -> None:
+        def bad(message: str, field: str, value: object) -> InvalidSpecError:
+            return InvalidSpecError(message, field=field, value=value, provider=PROVIDER)
+
+        if spec.offering not in HARDWARE:
+            raise bad(f"unknown offering {spec.offering!r} for provider aws (supported: {', '.join(HARDWARE)})",
+                      "offering", spec.offering)
+        if not spec.image:
+            raise bad("image is required: an AMI id such as ami-0123456789abcdef0", "image", spec.image)
+        if not (_AMI.match(spec.image) or spec.image.startswith("resolve:ssm:")):
+            raise bad(f"image {spec.image!r} is not an AMI id (ami-...) or resolve:ssm:<parameter>", "image",
+                      spec.image)
+        if spec.image.startswith("resolve:ssm:") and not spec.root_volume.device_name:
+            raise bad("an image given as resolve:ssm: needs storage.root.device_name (the AMI's root device, "
+                      "e.g. /dev/sda1), or the root volume cannot be encrypted as asked",
+                      "storage.root.device_name", None)
+        if spec.region != self.region:
+            raise bad(f"region {spec.region!r} differs from the driver's region {self.region!r}", "region",
+                      spec.region)
+        if spec.zone and not re.fullmatch(rf"{re.escape(self.region)}(-[a-z0-9]+-\d+)?[a-z]", spec.zone):
+            raise bad(f"zone {spec.zone!r} is not in region {self.region}", "zone", spec.zone)
+        if not spec.subnet_id:
+            raise bad(f"{spec.offering} is ordered with EFA, which needs network.subnet_id (a subnet in "
+                      f"{spec.zone or self.region})", "network.subnet_id", None)
+        if not _SUBNET.match(spec.subnet_id):
+            raise bad(f"{spec.subnet_id!r} is not a subnet id (subnet-...)", "network.subnet_id", spec.subnet_id)
+        for sg in spec.security_group_ids:
+            if not _SG.match(sg):
+                raise bad(f"{sg!r} is not a security group id (sg-...)", "network.security_group_ids", sg)
+        if spec.billing not in (BillingModel.ON_DEMAND, BillingModel.RESERVED_1Y, BillingModel.RESERVED_3Y,
+                                BillingModel.CAPACITY_BLOCK):
+            raise bad(f"billing {spec.billing.value!r} is not supported by the AWS driver (on_demand, reserved_1y, "
+                      "reserved_3y, capacity_block)", "capacity.billing", spec.billing.value)
+        if spec.billing == BillingModel.CAPACITY_BLOCK and not spec.capacity_block:
+            raise bad("billing capacity_block needs capacity.capacity_block: true and the block's reservation_id",
+                      "capacity.capacity_block", spec.capacity_block)
+        if spec.capacity_block and not spec.capacity_reservation_id:
+            raise bad("capacity_block: true needs capacity.reservation_id (the Capacity Block's cr-... id)",
+                      "capacity.reservation_id", None)
+        if spec.capacity_reservation_id and not _CR.match(spec.capacity_reservation_id):
+            raise bad(f"{spec.capacity_reservation_id!r} is not a capacity reservation id (cr- and 17 hex digits)",
+                      "capacity.reservation_id", spec.capacity_reservation_id)
+        volumes = [("storage.root", spec.root_volume)] + [(f"storage.data.{i}", v)
+                                                          for i, v in enumerate(spec.data_volumes)]
+        if len(spec.data_volumes) > len(_DATA_DEVICES):
+            raise bad(f"at most {len(_DATA_DEVICES)} data volumes", "storage.data", len(spec.data_volumes))
+        for path, v in volumes:
+            if v.volume_type not in _VOLUME_TYPES:
+                raise bad(f"volume type {v.volume_type!r} is not an EBS type ({', '.join(sorted(_VOLUME_TYPES))})",
+                          f"{path}.type", v.volume_type)
+            if not 1 <= v.size_gib <= 65536:
+                raise bad(f"volume size {v.size_gib} GiB is outside 1..65536", f"{path}.size_gib", v.size_gib)
+            if v.kms_key_id and not _KMS.match(v.kms_key_id):
+                raise bad(f"{v.kms_key_id!r} is not a KMS key id, alias/... or key ARN", f"{path}.kms_key_id",
+                          v.kms_key_id)
+            if v.kms_key_id and not v.encrypted:
+                raise bad("a KMS key is set on a volume with encrypted: false", f"{path}.encrypted", v.encrypted)
+        tags = self._tags(spec)
+        if len(tags) > _MAX_TAGS:
+            raise bad(f"{len(tags)} tags with metalfleet's own; EC2 allows {_MAX_TAGS}", "tags", len(tags))
+        for k, val in tags.items():
+            if k.lower().startswith("aws:"):
+                raise bad(f"tag key {k!r}: the aws: prefix is reserved", "tags", k)
+            if not 1 <= len(k) <= 128 or len(val) > 256:
+                raise bad(f"tag {k!r}: keys are 1-128 characters, values up to 256", "tags", k)
+        if spec.user_data and len(spec.user_data.encode()) > _USER_DATA_MAX:
+            raise bad(f"user data is {len(spec.user_data.encode())} bytes; EC2 allows {_USER_DATA_MAX}",
+                      "user_data", len(spec.user_data.encode()))
+
+    # -- order -----------------------------------------------------------------------------
+    @staticmethod
+    def _tags(spec: NodeSpec) -> dict[str, str]:
+        tags = {"Name": spec.name, **spec.tags}
+        tags.update({TAG_CLUSTER: spec.cluster, TAG_INDEX: str(spec.index), TAG_KEY: spec.idempotency_key})
+        if spec.public_ip:
+            tags[TAG_PUBLIC_IP] = "eip"
+        return tags
+
+    def _subnet(self, subnet_id: str) -> dict[str, Any]:
+        with self._lookup_lock:
+            if subnet_id not in self._subnets:
+                with self._api("DescribeSubnets"):
+                    resp = self._ec2().describe_subnets(SubnetIds=[subnet_id])
+                self._subnets[subnet_id] = resp["Subnets"][0]
+            return self._subnets[subnet_id]
+
+    def _root_device(self, spec: NodeSpec) -> str:
+        if spec.root_volume.device_name:
+            return spec.root_volume.device_name
+        with self._lookup_lock:
+            if spec.image not in self._root_devices:
+                with self._api("DescribeImages"):
+                    images = self._ec2().describe_images(ImageIds=[spec.image]).get("Images", [])
+                if not images:
+                    raise InvalidSpecError(f"image {spec.image} does not exist in {self.region}", field="image",
+                                           value=spec.image, provider=PROVIDER, code="InvalidAMIID.NotFound")
+                self._root_devices[spec.image] = str(images[0].get("RootDeviceName") or "/dev/sda1")
+            return self._root_devices[spec.image]
+
+    def _network(self, spec: NodeSpec) -> _Net:
+        """Subnet facts, placement group and security group for the spec's cluster: once per driver."""
+        assert spec.subnet_id is not None
+        key = (spec.cluster, spec.subnet_id, spec.placement_group, tuple(spec.security_group_ids))
+        with self._lock:
+            lock = self._net_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._nets:
+                return self._nets[key]
+            subnet = self._subnet(spec.subnet_id)
+            zone = str(subnet["AvailabilityZone"])
+            if spec.zone and spec.zone != zone:
+                raise InvalidSpecError(f"subnet {spec.subnet_id} is in {zone}, not in zone {spec.zone}",
+                                       field="zone", value=spec.zone, provider=PROVIDER)
+            if spec.placement_group:
+                self._ensure_placement_group(spec.placement_group, spec.cluster)
+            groups = tuple(spec.security_group_ids) or (self._ensure_security_group(spec.cluster,
+                                                                                    str(subnet["VpcId"])),)
+            net = _Net(vpc_id=str(subnet["VpcId"]), zone=zone, security_group_ids=groups)
+            self._nets[key] = net
+            return net
+
+    def _ensure_placement_group(self, name: str, cluster: str) -> None:
+        ec2 = self._ec2()
+        with self._api("DescribePlacementGroups"):
+            found = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}])
+        groups = found.get("PlacementGroups", [])
+        if groups:
+            if groups[0].get("Strategy") != "cluster":
+                raise InvalidSpecError(f"placement group {name} exists with strategy {groups[0].get('Strategy')}, "
+                                       "not cluster", field="placement.group_name", value=name, provider=PROVIDER)
+            return
+        try:
+            with self._api("CreatePlacementGroup"):
+                ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
+                    {"ResourceType": "placement-group", "Tags": [{"Key": TAG_CLUSTER, "Value": cluster}]}])
+        except InvalidSpecError as exc:  # another process created it between our look and our create
+            if exc.code != "InvalidPlacementGroup.Duplicate":
+                raise
+
+    def _ensure_security_group(self, cluster: str, vpc_id: str) -> str:
+        ec2 = self._ec2()
+        name = f"metalfleet-{cluster}-efa"
+        filters = [{"Name": "group-name", "Values": [name]}, {"Name": "vpc-id", "Values": [vpc_id]}]
+        with self._api("DescribeSecurityGroups"):
+            groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
+        if groups:
+            group = groups[0]
+        else:
+            try:
+                with self._api("CreateSecurityGroup"):
+                    ec2.create_security_group(
+                        GroupName=name, VpcId=vpc_id,
+                        Description=f"metalfleet {cluster}: all traffic between the cluster's nodes (EFA)",
+                        TagSpecifications=[{"ResourceType": "security-group",
+                                            "Tags": [{"Key": TAG_CLUSTER, "Value": cluster},
+                                                     {"Key": "Name", "Value": name}]}])
+            except (InvalidSpecError, ProviderError) as exc:
+                if exc.code != "InvalidGroup.Duplicate":
+                    raise
+            with self._api("DescribeSecurityGroups"):
+                group = ec2.describe_security_groups(Filters=filters)["SecurityGroups"][0]
+        group_id = str(group["GroupId"])
+        rule = {"IpProtocol": "-1", "UserIdGroupPairs": [
+            {"GroupId": group_id, "Description": "EFA: all traffic between members of this group"}]}
+
+        def has_self_rule(perms: Sequence[Mapping[str, Any]]) -> bool:
+            return any(p.get("IpProtocol") == "-1" and any(g.get("GroupId") == group_id
+                                                           for g in p.get("UserIdGroupPairs", []))
+                       for p in perms)
+
+        for direction, perms in (("Ingress", group.get("IpPermissions", [])),
+                                 ("Egress", group.get("IpPermissionsEgress", []))):
+            if has_self_rule(perms):
+                continue
+            action = f"AuthorizeSecurityGroup{direction}"
+            try:
+                with self._api(action):
+                    getattr(ec2, f"authorize_security_group_{direction.lower()}")(GroupId=group_id,
+                                                                                  IpPermissions=[rule])
+            except MetalfleetError as exc:
+                if exc.code != "InvalidPermission.Duplicate":
+                    raise
+        return group_id
+
+    def _network_interfaces(self, spec: NodeSpec, net: _Net) -> list[dict[str, Any]]:
+        cards = self._fabric_cards(self._type_info(spec.offering))
+        return [{"NetworkCardIndex": card, "DeviceIndex": 0 if card == 0 else 1, "InterfaceType": "efa",
+                 "SubnetId": spec.subnet_id, "Groups": list(net.security_group_ids), "DeleteOnTermination": True,
+                 "Description": f"{spec.name} EFA card {card}"}
+                for card in range(max(cards, 1))]
+
+    @staticmethod
+    def _ebs(v: VolumeSpec) -> dict[str, Any]:
+        ebs: dict[str, Any] = {"VolumeSize": v.size_gib, "VolumeType": v.volume_type, "Encrypted": v.encrypted,
+                               "DeleteOnTermination": True}
+        if v.kms_key_id:
+            ebs["KmsKeyId"] = v.kms_key_id
+        return ebs
+
+    def run_instances_request(self, spec: NodeSpec, net: _Net) -> dict[str, Any]:
+        """The RunInstances arguments for ``spec``: deterministic, so a replay matches its ClientToken."""
+        tags = [{"Key": k, "Value": v} for k, v in self._tags(spec).items()]
+        bdm = [{"DeviceName": self._root_device(spec), "Ebs": self._ebs(spec.root_volume)}]
+        bdm += [{"DeviceName": v.device_name or _DATA_DEVICES[i], "Ebs": self._ebs(v)}
+                for i, v in enumerate(spec.data_volumes)]
+        req: dict[str, Any] = {
+            "ImageId": spec.image,
+            "InstanceType": spec.offering,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "ClientToken": spec.idempotency_key,
+            "NetworkInterfaces": self._network_interfaces(spec, net),
+            "BlockDeviceMappings": bdm,
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},
+            "TagSpecifications": [{"ResourceType": kind, "Tags": tags}
+                                  for kind in ("instance", "volume", "network-interface")],
+        }
+        if spec.placement_group:
+            req["Placement"] = {"GroupName": spec.placement_group}
+        if spec.capacity_reservation_id:
+            req["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id}}
+        if spec.capacity_block:
+            req["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        if spec.key_name:
+            req["KeyName"] = spec.key_name
+        if spec.user_data:
+            req["UserData"] = spec.user_data
+        return req
+
+    def order(self, spec: NodeSpec) -> Node:
+        self.validate(spec)
+        net = self._network(spec)
+        request = self.run_instances_request(spec, net)
+        with self._api("RunInstances", zone=net.zone, instance_type=spec.offering):
+            resp = self._ec2().run_instances(**request)
+        instance = resp["Instances"][0]
+        if spec.public_ip:
+            self._ensure_public_ip(spec, instance)
+            return self.get(str(instance["InstanceId"]))
+        return self._node(instance)
+
+    def _ensure_public_ip(self, spec: NodeSpec, instance: Mapping[str, Any]) -> None:
+        """An Elastic IP on the primary interface, found again by the node's key on a re-run."""
+        ec2 = self._ec2()
+        primary = next(n for n in instance["NetworkInterfaces"] if n.get("Attachment", {}).get("DeviceIndex") == 0
+                       and n.get("Attachment", {}).get("NetworkCardIndex", 0) == 0)
+        key_filter = [{"Name": f"tag:{TAG_KEY}", "Values": [spec.idempotency_key]}]
+        with self._api("DescribeAddresses"):
+            addresses = ec2.describe_addresses(Filters=key_filter).get("Addresses", [])
+        if addresses:
+            address = addresses[0]
+        else:
+            tags = [{"Key": TAG_CLUSTER, "Value": spec.cluster}, {"Key": TAG_KEY, "Value": spec.idempotency_key},
+                    {"Key": "Name", "Value": spec.name}]
+            with self._api("AllocateAddress"):
+                address = ec2.allocate_address(Domain="vpc", TagSpecifications=[
+                    {"ResourceType": "elastic-ip", "Tags": tags}])
+        if address.get("NetworkInterfaceId") != primary["NetworkInterfaceId"]:
+            with self._api("AssociateAddress"):
+                ec2.associate_address(AllocationId=address["AllocationId"],
+                                      NetworkInterfaceId=primary["NetworkInterfaceId"], AllowReassociation=True)
+
+    def _release_public_ip(self, node: Node) -> None:
+        key = node.tags.get(TAG_KEY)
+        if node.tags.get(TAG_PUBLIC_IP) != "eip" or not key:
+            return
+        ec2 = self._ec2()
+        with self._api("DescribeAddresses"):
+            addresses = ec2.describe_addresses(Filters=[{"Name": f"tag:{TAG_KEY}", "Values": [key]}])["Addresses"]
+        for address in addresses:
+            if address.get("AssociationId"):
+                with contextlib.suppress(NotFoundError), self._api("DisassociateAddress"):
+                    ec2.disassociate_address(AssociationId=address["AssociationId"])
+            with contextlib.suppress(NotFoundError), self._api("ReleaseAddress"):
+                ec2.release_address(AllocationId=address["AllocationId"])
+
+    # -- observe ---------------------------------------------------------------------------
+    def _node(self, inst: Mapping[str, Any]) -> Node:
+        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+        nics = inst.get("NetworkInterfaces", [])
+        placement = inst.get("Placement") or {}
+        extra: dict[str, Any] = {
+            "idempotency_key": inst.get("ClientToken") or tags.get(TAG_KEY),
+            "efa_interfaces": sum(1 for n in nics if n.get("InterfaceType") in ("efa", "efa-only")),
+            "placement_group": placement.get("GroupName") or None,
+            "capacity_reservation_id": inst.get("CapacityReservationId"),
+            "lifecycle": inst.get("InstanceLifecycle") or "on-demand",
+            "subnet_id": inst.get("SubnetId"),
+            "vpc_id": inst.get("VpcId"),
+            "image": inst.get("ImageId"),
+        }
+        reason = (inst.get("StateReason") or {}).get("Message")
+        if reason:
+            extra["state_reason"] = reason
+        return Node(
+            id=str(inst["InstanceId"]),
+            provider=PROVIDER,
+            region=self.region,
+            state=NodeState.map(STATE_TABLE, (inst.get("State") or {}).get("Name")),
+            offering=str(inst.get("InstanceType", "")),
+            zone=placement.get("AvailabilityZone"),
+            private_ip=inst.get("PrivateIpAddress"),
+            public_ip=inst.get("PublicIpAddress") or None,
+            name=tags.get("Name"),
+            tags=tags,
+            extra=extra,
+        )
+
+    def _describe(self, filters: list[dict[str, Any]]) -> list[Node]:
+        nodes: list[Node] = []
+        with self._api("DescribeInstances"):
+            for page in self._ec2().get_paginator("describe_instances").paginate(Filters=filters):
+                for reservation in page.get("Reservations", []):
+                    nodes.extend(self._node(i) for i in reservation.get("Instances", []))
+        return nodes
+
+    def get(self, node_id: str) -> Node:
+        with self._api("DescribeInstances"):
+            resp = self._ec2().describe_instances(InstanceIds=[node_id])
+        for reservation in resp.get("Reservations", []):
+            for inst in reservation.get("Instances", []):
+                return self._node(inst)
+        raise NotFoundError(f"instance {node_id} not found in {self.region}", provider=PROVIDER,
+                            code="InvalidInstanceID.NotFound")
+
+    def list_nodes(self, cluster: str) -> list[Node]:
+        nodes = self._describe([{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]},
+                                {"Name": "instance-state-name", "Values": _LIVE_STATES}])
+        return sorted(nodes, key=lambda n: (n.tags.get(TAG_INDEX, "").zfill(8), n.id))
+
+    def wait(
+        self,
+        node_ids: Sequence[str],
+        state: NodeState = NodeState.RUNNING,
+        *,
+        timeout: float = 1800.0,
+        poll: float | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[Node]:
+        """Poll until every node is in ``state``.
+
+        Instances EC2 does not list yet (its reads are eventually consistent) count as pending; when
+        waiting for TERMINATED they count as gone. Waiting for RUNNING fails at once if a node terminates.
+        """
+        interval = self.poll if poll is None else float(poll)
+        deadline = time.monotonic() + timeout
+        ids = list(dict.fromkeys(node_ids))
+        while True:
+            seen: dict[str, Node] = {}
+            for start in range(0, len(ids), 200):
+                chunk = ids[start:start + 200]
+                for n in self._describe([{"Name": "instance-id", "Values": chunk}]):
+                    seen[n.id] = n
+            missing = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
+            nodes = [seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=missing, offering="")
+                     for i in ids]
+            if progress:
+                progress(nodes)
+            if all(n.state == state for n in nodes):
+                return nodes
+            if state == NodeState.RUNNING:
+                dead = [n for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
+                if dead:
+                    why = "; ".join(f"{n.id} is {n.state.value}" + (f" ({n.extra['state_reason']})"
+                                                                     if n.extra.get("state_reason") else "")
+                                    for n in dead)
+                    raise ProviderError(f"waiting for running: {why}", provider=PROVIDER, code="InstanceGone")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                waiting = [n.id for n in nodes if n.state != state]
+                raise TimeoutError(f"instances {waiting} not {state.value} after {timeout:.0f}s", provider=PROVIDER)
+            time.sleep(min(interval, remaining))
+
+    # -- release ---------------------------------------------------------------------------
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+        try:
+            node = self.get(node_id)
+        except NotFoundError:
+            return  # EC2 forgets terminated instances after a while: gone is gone
+        if node.state != NodeState.TERMINATED:
+            try:
+                with self._api("TerminateInstances"):
+                    self._ec2().terminate_instances(InstanceIds=[node_id])
+            except NotFoundError:
+                return
+            if wait:
+                self.wait([node_id], NodeState.TERMINATED, timeout=timeout)
+        self._release_public_ip(node)
