@@ -1,0 +1,1 @@
+"""One contract suite that every ComputeDriver must pass."""

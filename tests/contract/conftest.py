@@ -1,0 +1,135 @@
+"""The drivers the contract suite runs against, behind one small harness.
+
+* ``fake``: FakeDriver with file-backed state in the test's tmp dir (so a child process shares it).
+* ``aws``: AwsDriver against the EC2 emulator over HTTP (one emulator per session/xdist worker).
+
+The harness hides only how each provider is set up and how its faults are switched on; the tests
+then talk to the driver through the ComputeDriver protocol alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_spec
+from metalfleet.providers.aws import AwsDriver
+from metalfleet.providers.fake import FakeDriver
+from tests.emulators.ec2_server import Ec2Emulator
+from tests.emulators.fixtures import (
+    IMAGE,
+    KMS_KEY,
+    REGION,
+    ZONE,
+    default_subnet,
+    ec2_emulator,  # noqa: F401  (fixture)
+    ec2_emulator_session,  # noqa: F401  (fixture)
+)
+
+
+class CountingPolicy(RetryPolicy):
+    """The production retry policy with short waits, counting the retries it makes."""
+
+    def __init__(self) -> None:
+        super().__init__(attempts=12, max_delay=30.0, base=0.005, cap=0.05)
+        self.retries = 0
+
+    def retrying(self) -> Any:
+        r = super().retrying()
+
+        def count(_state: Any) -> None:
+            self.retries += 1
+
+        r.before_sleep = count
+        return r
+
+
+@dataclass
+class Harness:
+    kind: str
+    cluster: str
+    zone: str
+    tmp: Path
+    emulator: Ec2Emulator | None = None
+    subnet: str | None = None
+    drivers: list[ComputeDriver] = field(default_factory=list)
+
+    # -- drivers -------------------------------------------------------------------------
+    def driver(self, *, throttle: float = 0.0, capacity: int | None = None, seed: int = 7) -> ComputeDriver:
+        """A fresh driver on the same cloud; ``throttle``/``capacity`` switch that provider's faults on."""
+        if self.kind == "fake":
+            d: ComputeDriver = FakeDriver(region="local-1", state_path=self.tmp / "fake-cloud.json",
+                                          throttle=throttle, capacity=capacity, seed=seed)
+        else:
+            assert self.emulator is not None
+            faults: dict[str, Any] = {}
+            if throttle:
+                faults.update(throttle=throttle, seed=seed)
+            if capacity is not None:
+                faults.update(capacity_remaining=capacity)
+            self.emulator.set_faults(**faults)
+            d = AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02)
+        self.drivers.append(d)
+        return d
+
+    def faults_off(self) -> None:
+        if self.emulator is not None:
+            self.emulator.set_faults()
+
+    def driver_config(self) -> dict[str, Any]:
+        """How a child process builds the same driver (see order_proc.py)."""
+        if self.kind == "fake":
+            return {"kind": "fake", "region": "local-1", "state_path": str(self.tmp / "fake-cloud.json")}
+        assert self.emulator is not None
+        return {"kind": "aws", "region": REGION, "endpoint_url": self.emulator.url, "poll": 0.02}
+
+    def api_calls(self, driver: ComputeDriver) -> int:
+        """API calls made so far (the emulator's request counter; the fake's call counter)."""
+        if self.kind == "fake":
+            assert isinstance(driver, FakeDriver)
+            return next(driver.calls)  # advances the counter by one; compare two readings with -1
+        assert self.emulator is not None
+        return self.emulator.calls()
+
+    def calls_between(self, driver: ComputeDriver, before: int) -> int:
+        after = self.api_calls(driver)
+        return after - before - (1 if self.kind == "fake" else 0)
+
+    # -- specs ---------------------------------------------------------------------------
+    def spec(self, count: int = 2, name: str | None = None, **overrides: Any) -> ClusterSpec:
+        if self.kind == "fake":
+            data: dict[str, Any] = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
+                                    "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
+        else:
+            data = {"name": name or self.cluster, "provider": "aws", "region": REGION, "zone": self.zone,
+                    "offering": "p4de.24xlarge", "count": count, "image": IMAGE,
+                    "network": {"subnet_id": self.subnet}, "storage": {"kms_key_id": KMS_KEY},
+                    "tags": {"owner": "contract-suite"}}
+        data.update(overrides)
+        return parse_spec(data)
+
+
+def _cluster_name(nodeid: str) -> str:
+    return "ct-" + hashlib.sha256(nodeid.encode()).hexdigest()[:10]
+
+
+@pytest.fixture
+def policy() -> CountingPolicy:
+    return CountingPolicy()
+
+
+@pytest.fixture(params=["fake", "aws"])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    cluster = _cluster_name(request.node.nodeid)
+    if request.param == "fake":
+        yield Harness("fake", cluster, "local-1a", tmp_path)
+        return
+    emulator: Ec2Emulator = request.getfixturevalue("ec2_emulator")
+    h = Harness("aws", cluster, ZONE, tmp_path, emulator=emulator, subnet=default_subnet(emulator))
+    yield h
+    emulator.set_faults()

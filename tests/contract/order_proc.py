@@ -1,0 +1,48 @@
+"""Child process for the crash test: order a cluster one node at a time, printing each node id.
+
+    python tests/contract/order_proc.py '{"driver": {...}, "spec": {...}, "pause": 0.5}'
+
+It pauses ``pause`` seconds after each node so the parent can SIGKILL it between purchases; the
+line ``DONE <ids>`` means the whole cluster was ordered and is running.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from metalfleet.providers import ComputeDriver, Node, RetryPolicy, order_cluster, parse_spec, plan
+
+
+def build_driver(cfg: dict[str, Any]) -> ComputeDriver:
+    cfg = dict(cfg)
+    kind = cfg.pop("kind")
+    if kind == "fake":
+        from metalfleet.providers.fake import FakeDriver
+
+        return FakeDriver(**cfg)
+    from metalfleet.providers.aws import AwsDriver
+
+    return AwsDriver(**cfg)
+
+
+def main() -> int:
+    job = json.loads(sys.argv[1])
+    driver = build_driver(job["driver"])
+    pause = float(job.get("pause", 0.0))
+
+    def on_ordered(node: Node) -> None:
+        print(f"ORDERED {node.id}", flush=True)
+        time.sleep(pause)
+
+    policy = RetryPolicy(attempts=12, base=0.005, cap=0.05)
+    nodes = order_cluster(driver, plan(driver, parse_spec(job["spec"])), max_workers=1, on_ordered=on_ordered,
+                          policy=policy, timeout=60)
+    print("DONE " + " ".join(n.id for n in nodes), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
