@@ -1,0 +1,298 @@
+"""Hosts to bootstrap: from an inventory YAML file, or from a ClusterSpec plus the provider's nodes.
+
+An inventory file::
+
+    defaults:               # applied to every host unless the host says otherwise
+      user: ubuntu
+      key: ~/.ssh/id_ed25519
+      provider: aws
+      offering: p5.48xlarge
+      bastion: ec2-user@bastion.example.com
+    hosts:
+      - name: node-0
+        address: 10.0.1.10
+        labels: {rack: r1}
+      - name: node-1
+        address: 10.0.1.11
+        port: 2222
+        fabric: efa           # traits can be given directly for offerings metalfleet does not know
+        gpu_count: 8
+    known_hosts: ~/.ssh/known_hosts
+    pin_on_first_contact: false
+
+``hosts`` may also be a mapping of name -> fields. Unknown keys are errors naming the field.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.models import Fabric, Interconnect, Node, Offering
+from metalfleet.providers.spec import ClusterSpec
+
+from .ssh import Endpoint, SshOptions
+
+__all__ = ["Host", "Inventory", "NodeTraits", "hosts_from_spec", "load_inventory", "parse_inventory", "traits_for"]
+
+Vendor = Literal["nvidia", "ascend", "none"]
+
+
+@dataclass(frozen=True)
+class NodeTraits:
+    """What the steps need to know about a node's hardware to pick their defaults."""
+
+    vendor: Vendor = "nvidia"
+    gpu_model: str = ""
+    gpu_count: int = 0
+    interconnect: Interconnect = Interconnect.PCIE
+    fabric: Fabric = Fabric.NONE
+    fabric_cards: int = 0
+    nvme_count: int = 0
+
+    @property
+    def nvswitch(self) -> bool:
+        return bool(self.interconnect == Interconnect.NVSWITCH)
+
+    @classmethod
+    def from_offering(cls, o: Offering) -> NodeTraits:
+        model = o.gpu_model.lower()
+        vendor: Vendor = "ascend" if ("910" in model or "ascend" in model or o.interconnect == Interconnect.HCCS) \
+            else ("none" if o.gpu_count == 0 else "nvidia")
+        return cls(vendor=vendor, gpu_model=o.gpu_model, gpu_count=o.gpu_count, interconnect=o.interconnect,
+                   fabric=o.fabric, fabric_cards=o.fabric_cards, nvme_count=o.nvme_count)
+
+
+#: Traits of offerings commonly bootstrapped from an inventory file (no provider API call needed).
+KNOWN_OFFERINGS: dict[tuple[str, str], NodeTraits] = {
+    ("aws", "p5.48xlarge"): NodeTraits("nvidia", "H100", 8, Interconnect.NVSWITCH, Fabric.EFA, 32, 8),
+    ("aws", "p5e.48xlarge"): NodeTraits("nvidia", "H200", 8, Interconnect.NVSWITCH, Fabric.EFA, 32, 8),
+    ("aws", "p5en.48xlarge"): NodeTraits("nvidia", "H200", 8, Interconnect.NVSWITCH, Fabric.EFA, 16, 8),
+    ("aws", "p4d.24xlarge"): NodeTraits("nvidia", "A100", 8, Interconnect.NVSWITCH, Fabric.EFA, 4, 8),
+    ("aws", "p4de.24xlarge"): NodeTraits("nvidia", "A100", 8, Interconnect.NVSWITCH, Fabric.EFA, 4, 8),
+    ("aws", "g5.48xlarge"): NodeTraits("nvidia", "A10G", 8, Interconnect.PCIE, Fabric.NONE, 0, 2),
+    ("alibaba", "ecs.ebmgn8v.48xlarge"): NodeTraits("nvidia", "H20", 8, Interconnect.NVSWITCH, Fabric.ERDMA, 8, 0),
+    ("alibaba", "ecs.ebmgn7ex.32xlarge"): NodeTraits("nvidia", "A100", 8, Interconnect.NVSWITCH, Fabric.ERDMA, 4, 0),
+    ("huawei", "physical.kat2e.48xlarge.8.313t"): NodeTraits("ascend", "910B", 8, Interconnect.HCCS, Fabric.HCCS,
+                                                             8, 4),
+}
+
+
+def traits_for(provider: str | None, offering: str | None) -> NodeTraits | None:
+    """Traits of a named offering: the built-in table, then the provider driver's own offerings."""
+    if not provider or not offering:
+        return None
+    known = KNOWN_OFFERINGS.get((provider, offering))
+    if known:
+        return known
+    try:
+        from metalfleet.providers.registry import get_driver
+
+        for o in get_driver(provider).offerings():
+            if o.name == offering:
+                return NodeTraits.from_offering(o)
+    except Exception:
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class Host:
+    """One node to bootstrap."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str = "root"
+    key: str | None = None
+    bastion: str | None = None
+    provider: str | None = None
+    offering: str | None = None
+    traits: NodeTraits = field(default_factory=NodeTraits)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: Position in the cluster (0-based); steps use it for per-node addresses (HCCN).
+    index: int | None = None
+    #: Public keys the provider reported for this host (console output): trusted and recorded.
+    host_keys: tuple[str, ...] = ()
+    #: Where the node's filesystem is rooted. "/" on real nodes; the test harness points it at a
+    #: per-host sandbox, and an image build could point it at a chroot.
+    fs_root: str = "/"
+
+    def path(self, p: str) -> str:
+        """``p`` (absolute, as seen on the node) under :attr:`fs_root`."""
+        if self.fs_root in ("", "/"):
+            return p
+        return posixpath.join(self.fs_root, p.lstrip("/"))
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(address=self.address, port=self.port, user=self.user, key_path=self.key,
+                        bastion=self.bastion, name=self.name)
+
+    def with_traits(self, **kw: Any) -> Host:
+        return replace(self, traits=replace(self.traits, **kw))
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hosts: tuple[Host, ...]
+    ssh: SshOptions = field(default_factory=SshOptions)
+
+    def __iter__(self) -> Any:
+        return iter(self.hosts)
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+
+# --------------------------------------------------------------------------------------------
+# Inventory file
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _HostFields(_Strict):
+    address: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    user: str | None = None
+    key: str | None = None
+    bastion: str | None = None
+    provider: str | None = None
+    offering: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    index: int | None = Field(None, ge=0)
+    host_keys: list[str] = Field(default_factory=list)
+    fs_root: str | None = None
+    vendor: Vendor | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = Field(None, ge=0)
+    interconnect: Interconnect | None = None
+    fabric: Fabric | None = None
+    fabric_cards: int | None = Field(None, ge=0)
+    nvme_count: int | None = Field(None, ge=0)
+
+
+class _HostEntry(_HostFields):
+    name: str | None = None
+
+
+class _InventoryFile(_Strict):
+    defaults: _HostFields = _HostFields()
+    hosts: list[_HostEntry] | dict[str, _HostFields]
+    known_hosts: str | None = None
+    pin_on_first_contact: bool = False
+
+
+_TRAIT_FIELDS = ("vendor", "gpu_model", "gpu_count", "interconnect", "fabric", "fabric_cards", "nvme_count")
+
+
+def _build_host(name: str, entry: _HostFields, defaults: _HostFields, where: str) -> Host:
+    def pick(attr: str) -> Any:
+        v = getattr(entry, attr)
+        return v if v is not None else getattr(defaults, attr)
+
+    address = pick("address") or name
+    provider, offering = pick("provider"), pick("offering")
+    traits = traits_for(provider, offering)
+    explicit = {a: pick(a) for a in _TRAIT_FIELDS if pick(a) is not None}
+    if traits is None and offering and not explicit:
+        raise InvalidSpecError(f"{where}: offering {offering!r} of provider {provider!r} is not known here; "
+                               f"give its traits ({', '.join(_TRAIT_FIELDS)})", field=f"{where}.offering",
+                               value=offering)
+    traits = replace(traits or NodeTraits(), **explicit)
+    return Host(name=name, address=address, port=pick("port") or 22, user=pick("user") or "root",
+                key=pick("key"), bastion=pick("bastion"), provider=provider, offering=offering, traits=traits,
+                labels={**defaults.labels, **entry.labels}, index=entry.index,
+                host_keys=tuple(entry.host_keys or defaults.host_keys), fs_root=pick("fs_root") or "/")
+
+
+def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
+    if not isinstance(data, dict):
+        raise InvalidSpecError(f"inventory {source}: top level must be a mapping", field="(top level)", value=data)
+    try:
+        doc = _InventoryFile.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"  {path}: {msg} (got {err.get('input')!r})")
+        first = exc.errors()[0]
+        raise InvalidSpecError(f"invalid inventory {source}:\n" + "\n".join(lines),
+                               field=".".join(str(p) for p in first["loc"]), value=first.get("input")) from None
+    hosts: list[Host] = []
+    if isinstance(doc.hosts, dict):
+        for i, (name, entry) in enumerate(doc.hosts.items()):
+            h = _build_host(name, entry, doc.defaults, f"hosts.{name}")
+            hosts.append(h if h.index is not None else replace(h, index=i))
+    else:
+        for i, e in enumerate(doc.hosts):
+            entry_name = e.name or e.address
+            if not entry_name:
+                raise InvalidSpecError(f"inventory {source}: hosts.{i} needs a name or an address",
+                                       field=f"hosts.{i}", value=None)
+            h = _build_host(entry_name, e, doc.defaults, f"hosts.{i}")
+            hosts.append(h if h.index is not None else replace(h, index=i))
+    names = [h.name for h in hosts]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InvalidSpecError(f"inventory {source}: duplicate host names {dupes}", field="hosts", value=dupes)
+    pinned = {h.name: list(h.host_keys) for h in hosts if h.host_keys}
+    return Inventory(tuple(hosts), SshOptions(known_hosts=doc.known_hosts, pinned_keys=pinned,
+                                              trust_on_first_use=doc.pin_on_first_contact))
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Load an inventory YAML file (see the module docstring for its shape)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read inventory {p}: {exc.strerror}", field="path", value=str(p)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidSpecError(f"inventory {p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
+    return parse_inventory(data, str(p))
+
+
+# --------------------------------------------------------------------------------------------
+# From a cluster spec
+
+
+def hosts_from_spec(spec: ClusterSpec, nodes: Sequence[Node], offering: Offering | None = None) -> Inventory:
+    """Hosts for the provider's ``nodes`` of ``spec``: private IPs, the spec's SSH settings.
+
+    A node's ``extra["host_keys"]`` (key lines the driver read from the console output) become
+    pinned keys. ``offering`` supplies the hardware traits; without it the built-in table or the
+    provider's driver is asked.
+    """
+    traits = NodeTraits.from_offering(offering) if offering else traits_for(spec.provider, spec.offering)
+    hosts: list[Host] = []
+    pinned: dict[str, list[str]] = {}
+    for pos, node in enumerate(nodes):
+        if not node.private_ip:
+            raise InvalidSpecError(f"node {node.id} has no private IP yet", field="nodes", value=node.id)
+        try:
+            index = int(node.tags.get("metalfleet:index", pos))
+        except ValueError:
+            index = pos
+        keys = tuple(node.extra.get("host_keys", ()) or ())
+        h = Host(name=node.name or node.id, address=node.private_ip, port=spec.ssh.port, user=spec.ssh.user,
+                 key=spec.ssh.private_key, bastion=spec.ssh.bastion, provider=node.provider,
+                 offering=node.offering, traits=traits or NodeTraits(), labels=dict(node.tags), index=index,
+                 host_keys=keys)
+        hosts.append(h)
+        if keys:
+            pinned[h.address] = list(keys)
+    hosts.sort(key=lambda h: (h.index if h.index is not None else 0, h.name))
+    return Inventory(tuple(hosts), SshOptions(known_hosts=spec.ssh.known_hosts, pinned_keys=pinned,
+                                              trust_on_first_use=spec.ssh.pin_on_first_contact))

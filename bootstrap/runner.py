@@ -1,0 +1,397 @@
+"""The engine: fan out over hosts, read facts in one round trip, plan steps, run them in batches.
+
+Per host, one worker thread and one SSH connection carry every command. The host's first round
+trip reads the facts of all its steps at once; a step that has nothing to do costs nothing more.
+A step that has work sends all its commands and uploads in one exec channel; afterwards the facts
+are stale, so the next step re-reads (in one round trip) the facts of every step still to come.
+
+A dropped connection mid-step is not fatal: the engine reconnects, re-reads the step's facts and
+re-plans it (steps are idempotent, so whatever already happened is simply not repeated). A failed
+host stops only itself; ``max_fail_percentage`` stops the whole run (hosts finish the step they
+are in, hosts not started are not started).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metalfleet.providers.errors import MetalfleetError, TransientError
+
+from .errors import CommandFailed, CommandTimeout, ConnectionLost, HostUnreachable, StepError
+from .facts import BootId, Fact, FactValues
+from .inventory import Host
+from .logs import HostLog
+from .profiles import Profile
+from .progress import ProgressCallback, ProgressEvent
+from .report import HostReport, HostStatus, Report, StepResult, StepStatus
+from .script import BatchItem, batch_script, fact_script, new_token, parse_batch_output, parse_fact_output
+from .ssh import KnownHosts, SshConnection, SshOptions, parse_bastion
+from .step import Command, NoOp, RebootAction, Step, StepContext, Upload
+
+__all__ = ["RunOptions", "run", "select_hosts"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    dry_run: bool = False
+    max_workers: int = 64
+    #: Stop the run once more than this percentage of hosts failed (None: never stop).
+    max_fail_percentage: float | None = None
+    log_dir: Path | None = None
+    fact_timeout: float = 300.0
+    step_timeout: float = 3600.0
+    reboot_timeout: float = 900.0
+    reboot_poll: float = 1.0
+    #: Attempts per step when the connection drops mid-step (reconnect, re-read facts, re-plan).
+    step_attempts: int = 3
+    ssh: SshOptions = field(default_factory=SshOptions)
+
+
+def select_hosts(hosts: Sequence[Host], limit: str | Sequence[str] | None) -> list[Host]:
+    """Hosts matching any of ``limit``: a glob on name or address, or ``label=value``."""
+    if not limit:
+        return list(hosts)
+    patterns = [p for item in ([limit] if isinstance(limit, str) else limit) for p in re.split(r"[,\s]+", item) if p]
+    chosen = []
+    for h in hosts:
+        for p in patterns:
+            if "=" in p:
+                k, _, v = p.partition("=")
+                if fnmatch.fnmatchcase(h.labels.get(k, ""), v):
+                    chosen.append(h)
+                    break
+            elif fnmatch.fnmatchcase(h.name, p) or fnmatch.fnmatchcase(h.address, p):
+                chosen.append(h)
+                break
+    return chosen
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+class _HostRun:
+    def __init__(self, host: Host, steps: list[Step[Any]], conn: SshConnection, opts: RunOptions, log: HostLog,
+                 emit: ProgressCallback, stop: threading.Event, counters: _Counters) -> None:
+        self.host = host
+        self.steps = steps
+        self.conn = conn
+        self.opts = opts
+        self.log = log
+        self._emit = emit
+        self.stop = stop
+        self.counters = counters
+        self.cache = FactValues()
+        self.changed: set[str] = set()
+        self.report = HostReport(host=host.name, address=host.address,
+                                 log_path=str(log.path) if log.path else None)
+        self.rebooted_in_dry_run = False
+
+    def emit(self, kind: Any, **kw: Any) -> None:
+        self._emit(ProgressEvent(kind=kind, host=self.host.name, done=self.counters.done,
+                                 total=self.counters.total, **kw))
+
+    def ctx(self) -> StepContext:
+        return StepContext(host=self.host, changed=frozenset(self.changed), dry_run=self.opts.dry_run)
+
+    # -- facts --------------------------------------------------------------------------------
+    def gather(self, facts: Iterable[Fact[Any]]) -> None:
+        todo = [f for f in dict.fromkeys(facts) if f not in self.cache]
+        if not todo:
+            return
+        token = new_token()
+        script = fact_script([f.command() for f in todo], token)
+        t0 = time.monotonic()
+        res = self.conn.run(["sh", "-c", script], timeout=self.opts.fact_timeout, retry_on_drop=True,
+                            on_output=None)
+        self.report.round_trips += 1
+        self.report.fact_seconds += time.monotonic() - t0
+        if res.stderr.strip():
+            self.log.write("facts stderr: " + res.stderr.decode(errors="replace").strip()[-4000:])
+        parsed = parse_fact_output(res.text, token, len(todo))
+        if all(rc == -1 for _, rc in parsed):
+            raise CommandFailed(f"{self.host.name}: could not read facts (rc={res.rc}): "
+                                f"{(res.stderr or res.stdout).decode(errors='replace').strip()[-500:]}",
+                                host=self.host.name, argv=["sh", "-c", "<facts>"], rc=res.rc)
+        values: dict[Fact[Any], Any] = {}
+        for fact, (out, rc) in zip(todo, parsed, strict=True):
+            try:
+                values[fact] = fact.parse(out, rc)
+            except Exception as exc:
+                raise StepError(f"{self.host.name}: cannot parse fact {fact.label}: {type(exc).__name__}: {exc}") \
+                    from exc
+            if self.opts.dry_run or len(self.report.facts) < 200:
+                self.report.facts.setdefault(fact.label, _short(values[fact]))
+        self.cache.update(values)
+        self.emit("facts", detail=f"{len(todo)} fact(s)", seconds=time.monotonic() - t0)
+
+    def gather_for(self, steps: Sequence[Step[Any]]) -> None:
+        ctx = self.ctx()
+        self.gather(f for s in steps for f in s.facts(ctx))
+
+    # -- the host -----------------------------------------------------------------------------
+    def run(self) -> HostReport:
+        t0 = time.monotonic()
+        try:
+            if self.stop.is_set():
+                self.report.status = HostStatus.STOPPED
+                self.report.error = "not started: the run was stopped"
+                self.report.steps = [StepResult(s.name, StepStatus.SKIPPED) for s in self.steps]
+                return self.report
+            self.emit("host-start")
+            self.log.event(f"connect {self.host.user}@{self.host.address}:{self.host.port}")
+            try:
+                self.conn.connect()
+            except HostUnreachable as exc:
+                self.report.status = HostStatus.UNREACHABLE
+                self.report.error = str(exc)
+                self.report.steps = [StepResult(s.name, StepStatus.SKIPPED) for s in self.steps]
+                return self.report
+            self.gather_for(self.steps)
+            for i, step in enumerate(self.steps):
+                if self.stop.is_set():
+                    self.report.status = HostStatus.STOPPED
+                    self.report.error = "halted between steps: the run was stopped"
+                    self.report.steps += [StepResult(s.name, StepStatus.SKIPPED) for s in self.steps[i:]]
+                    return self.report
+                result = self.run_step(step, self.steps[i:])
+                self.report.steps.append(result)
+                self.emit("step-done", step=step.name, status=result.status.value, seconds=result.seconds,
+                          detail=result.error or "")
+                if result.status == StepStatus.FAILED:
+                    self.report.status = HostStatus.FAILED
+                    self.report.error = f"step {step.name} failed: {result.error}"
+                    self.report.steps += [StepResult(s.name, StepStatus.SKIPPED) for s in self.steps[i + 1:]]
+                    return self.report
+            if self.opts.dry_run:
+                self.report.status = HostStatus.WOULD_CHANGE if self.report.changed else HostStatus.UNCHANGED
+            else:
+                self.report.status = HostStatus.CHANGED if self.report.changed else HostStatus.UNCHANGED
+            return self.report
+        except MetalfleetError as exc:
+            self.report.status = HostStatus.UNREACHABLE if isinstance(exc, HostUnreachable) else HostStatus.FAILED
+            self.report.error = str(exc)
+            done = {s.name for s in self.report.steps}
+            self.report.steps += [StepResult(s.name, StepStatus.SKIPPED) for s in self.steps if s.name not in done]
+            return self.report
+        finally:
+            self.report.seconds = time.monotonic() - t0
+            self.report.reconnects = self.conn.reconnects
+            err = f" ({self.report.error})" if self.report.error else ""
+            self.log.event(f"done: {self.report.status.value}{err}")
+
+    # -- one step -----------------------------------------------------------------------------
+    def run_step(self, step: Step[Any], remaining: Sequence[Step[Any]]) -> StepResult:
+        t0 = time.monotonic()
+        result = StepResult(step.name, StepStatus.UNCHANGED)
+        self.emit("step-start", step=step.name)
+        attempts = max(1, self.opts.step_attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                if not self.cache.items():
+                    self.gather_for(remaining)  # facts went stale: one round trip for every step left
+                ctx = self.ctx()
+                self.gather(step.facts(ctx))
+                actions = list(step.plan(ctx, self.cache))
+                self._record(result, actions)
+                reboot = next((a for a in actions if isinstance(a, RebootAction)), None)
+                work = [a for a in actions if isinstance(a, (Command, Upload))]
+                if reboot is not None:
+                    if self.opts.dry_run:
+                        result.status = StepStatus.WOULD_CHANGE
+                        result.notes.append("steps after this one are planned from facts read before the reboot")
+                    else:
+                        self._reboot(step, reboot, result)
+                        result.status = StepStatus.CHANGED
+                    self.changed.add(step.name)
+                elif work:
+                    if self.opts.dry_run:
+                        result.status = StepStatus.WOULD_CHANGE
+                    else:
+                        self._execute(step, work)
+                        result.status = StepStatus.CHANGED
+                        self.cache.clear()
+                    self.changed.add(step.name)
+                break
+            except (ConnectionLost, HostUnreachable) as exc:
+                self.cache.clear()
+                if attempt == attempts:
+                    result.status = StepStatus.FAILED
+                    result.error = f"connection kept dropping: {exc}"
+                    break
+                note = f"connection lost ({exc.message}); reconnecting, re-reading facts and re-planning"
+                result.notes.append(note)
+                self.log.event(note)
+                self.emit("reconnect", step=step.name, detail=note)
+                try:
+                    self.conn.connect()
+                except TransientError as exc2:
+                    result.status = StepStatus.FAILED
+                    result.error = f"could not reconnect: {exc2}"
+                    break
+            except CommandFailed as exc:
+                result.status = StepStatus.FAILED
+                result.error = exc.message
+                result.output_tail = exc.output[-4000:]
+                break
+            except MetalfleetError as exc:
+                result.status = StepStatus.FAILED
+                result.error = str(exc)
+                break
+        result.seconds = time.monotonic() - t0
+        return result
+
+    @staticmethod
+    def _record(result: StepResult, actions: Sequence[Any]) -> None:
+        result.commands = [a.text for a in actions if isinstance(a, (Command, Upload, RebootAction))]
+        result.noops = [a.reason for a in actions if isinstance(a, NoOp)]
+
+    def _execute(self, step: Step[Any], work: Sequence[Command | Upload]) -> None:
+        items: list[BatchItem] = []
+        stdin: list[bytes] = []
+        labels: list[str] = []
+        for a in work:
+            if isinstance(a, Upload):
+                items.append(BatchItem(upload=(a.path, len(a.content), a.sha256, a.mode)))
+                stdin.append(a.content)
+            else:
+                items.append(BatchItem(argv=a.argv, timeout=a.timeout, ok_codes=a.ok_codes))
+            labels.append(a.text)
+        token = new_token()
+        self.log.event(f"step {step.name}: {len(items)} action(s)")
+        res = self.conn.run(["sh", "-c", batch_script(items, token)], timeout=self.opts.step_timeout,
+                            stdin=stdin or None, on_output=self.log.stream(token, labels), combine_stderr=True)
+        self.report.round_trips += 1
+        results = parse_batch_output(res.text, token)
+        for r in results:
+            if r.index < len(items) and r.rc not in items[r.index].ok_codes:
+                what = labels[r.index]
+                if r.rc == 124 and items[r.index].timeout:
+                    raise CommandTimeout(f"{what} timed out after {items[r.index].timeout:g}s",
+                                         host=self.host.name, argv=items[r.index].argv,
+                                         timeout=float(items[r.index].timeout or 0))
+                raise CommandFailed(f"`{what}` exited {r.rc}", host=self.host.name, argv=list(items[r.index].argv),
+                                    rc=r.rc, output=r.output)
+        if len(results) < len(items) or res.rc != 0:
+            raise CommandFailed(f"batch for step {step.name} ended after {len(results)} of {len(items)} item(s) "
+                                f"(rc={res.rc})", host=self.host.name, argv=["sh", "-c", "<batch>"], rc=res.rc,
+                                output=res.text[-4000:])
+
+    def _reboot(self, step: Step[Any], action: RebootAction, result: StepResult) -> None:
+        boot_fact = BootId(self.host.path("/proc/sys/kernel/random/boot_id"))
+
+        def read_boot_id() -> str | None:
+            r = self.conn.run(boot_fact.command(), timeout=30)
+            return boot_fact.parse(r.text, r.rc)
+
+        old = read_boot_id()
+        self.log.event(f"reboot ({action.reason}); boot id {old}")
+        self.emit("reboot-wait", step=step.name, detail=f"rebooting: {action.reason}")
+        try:
+            r = self.conn.run(action.argv, timeout=60, on_output=self.log.raw(), combine_stderr=True)
+            if r.rc not in (0, -1) and self.conn.connected:
+                raise CommandFailed(f"{' '.join(action.argv)} exited {r.rc}", host=self.host.name,
+                                    argv=list(action.argv), rc=r.rc, output=r.text)
+        except ConnectionLost:
+            pass  # the expected way for a reboot command to end
+        waited = self.conn.wait_for_reboot(read_boot_id=read_boot_id, old_boot_id=old,
+                                           timeout=action.timeout if action.timeout else self.opts.reboot_timeout,
+                                           poll=self.opts.reboot_poll)
+        self.cache.clear()
+        note = f"rebooted; SSH back with a new boot id after {waited:.1f}s; facts re-read"
+        result.notes.append(note)
+        self.log.event(note)
+        self.emit("reboot-wait", step=step.name, detail=note, seconds=waited)
+
+
+@dataclass
+class _Counters:
+    total: int
+    done: int = 0
+
+
+def run(
+    hosts: Sequence[Host],
+    profile: Profile,
+    options: RunOptions | None = None,
+    *,
+    limit: str | Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> Report:
+    """Bootstrap ``hosts`` with ``profile``; returns the per-host report. Never raises for a host's failure."""
+    opts = options or RunOptions()
+    chosen = select_hosts(hosts, limit)
+    t0 = time.monotonic()
+    log_dir = opts.log_dir or Path.home() / ".local" / "state" / "metalfleet" / "logs" / time.strftime(
+        "%Y%m%d-%H%M%S")
+    report = Report(profile=profile.name, dry_run=opts.dry_run, log_dir=str(log_dir))
+    plans = {h.name: profile.for_host(h) for h in chosen}  # raises InvalidSpecError before any connection
+    known_hosts = KnownHosts(opts.ssh)
+    bastions: dict[str, SshConnection] = {}
+    bastion_lock = threading.Lock()
+    stop = threading.Event()
+    counters = _Counters(total=len(chosen))
+    lock = threading.Lock()
+    emit: ProgressCallback = progress or (lambda ev: None)
+
+    def connection(h: Host) -> SshConnection:
+        bastion = None
+        if h.bastion:
+            with bastion_lock:
+                bastion = bastions.get(h.bastion)
+                if bastion is None:
+                    bastion = SshConnection(parse_bastion(h.bastion, default_user=h.user, key_path=h.key),
+                                            opts.ssh, known_hosts=known_hosts)
+                    bastions[h.bastion] = bastion
+        return SshConnection(h.endpoint(), opts.ssh, known_hosts=known_hosts, bastion=bastion)
+
+    def one(h: Host) -> HostReport:
+        log = HostLog(log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', h.name)}.log")
+        conn = connection(h)
+        try:
+            return _HostRun(h, plans[h.name], conn, opts, log, emit, stop, counters).run()
+        finally:
+            conn.close()
+            log.close()
+
+    results: dict[str, HostReport] = {}
+    failed = 0
+    if chosen:
+        with ThreadPoolExecutor(max_workers=max(1, min(opts.max_workers, len(chosen))),
+                                thread_name_prefix="mf-host") as pool:
+            futures = {pool.submit(one, h): h for h in chosen}
+            for fut in as_completed(futures):
+                h = futures[fut]
+                try:
+                    hr = fut.result()
+                except Exception as exc:
+                    hr = HostReport(h.name, h.address, HostStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                with lock:
+                    results[h.name] = hr
+                    counters.done += 1
+                    if hr.status in (HostStatus.FAILED, HostStatus.UNREACHABLE):
+                        failed += 1
+                    emit(ProgressEvent("host-done", h.name, status=hr.status.value, seconds=hr.seconds,
+                                       detail=hr.error or "", done=counters.done, total=counters.total))
+                    if (opts.max_fail_percentage is not None and not stop.is_set()
+                            and failed * 100.0 / len(chosen) > opts.max_fail_percentage):
+                        stop.set()
+                        report.stopped = True
+                        report.stop_reason = (f"{failed} of {len(chosen)} host(s) failed, over the "
+                                              f"{opts.max_fail_percentage:g}% threshold")
+                        emit(ProgressEvent("run-stopped", h.name, detail=report.stop_reason,
+                                           done=counters.done, total=counters.total))
+    for b in bastions.values():
+        b.close()
+    report.hosts = [results[h.name] for h in chosen]
+    report.seconds = time.monotonic() - t0
+    return report
