@@ -59,10 +59,10 @@ Control endpoints (not EC2; never counted or faulted):
 Faults answer real EC2-shaped XML errors: RequestLimitExceeded (503), InternalError (500),
 InsufficientInstanceCapacity (500, RunInstances only, naming the zone). ``lost_response`` lets moto do
 the work and then answers InternalError anyway (the reply lost on the way back: what a ClientToken is
-for). ``actions`` limits the random
-faults to those actions; ``capacity_remaining`` lets that many more instances launch, then answers
-InsufficientInstanceCapacity; ``script`` fails chosen calls deterministically (skip ``after`` matching
-calls, then fail ``times`` of them; -1 for ever). ``latency_ms`` delays every EC2 call.
+for). ``latency_ms`` delays every EC2 call. ``actions`` limits the random faults and the latency to
+those actions. ``capacity_remaining`` lets that many more instances launch, then answers
+InsufficientInstanceCapacity. ``script`` fails chosen calls deterministically: it skips ``after``
+matching calls, then fails ``times`` of them (-1: for ever).
 """
 
 from __future__ import annotations
@@ -353,7 +353,8 @@ class FaultMiddleware:
             SWITCH.requests += 1
             SWITCH.by_action[action] = SWITCH.by_action.get(action, 0) + 1
             SWITCH.log.append(entry)
-            latency = SWITCH.faults.latency_ms
+            f = SWITCH.faults
+            latency = f.latency_ms if f.actions is None or action in f.actions else 0.0
         if latency:
             time.sleep(latency / 1000.0)
         fault = SWITCH.decide(action)
