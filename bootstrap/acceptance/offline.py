@@ -1,0 +1,149 @@
+"""Offline analysis: parse saved command outputs, or judge a whole directory of them.
+
+File naming (what ``tools/gpu_acceptance_check.py`` writes; matched case-insensitively against the file
+name, then against the name of the folder holding it; the content is sniffed as a fallback, and to pick
+between several name rules that match one descriptive name):
+
+==============================================  =====================
+file name contains / ends with                  kind
+==============================================  =====================
+``*.xml`` (e.g. ``nvidia-smi-q-x.xml``)         nvidia-smi-xml
+``lsblk*.json``                                 lsblk-json
+``default-table`` / ``smi-table``               nvidia-smi
+``npu`` + ``topo``                              npu-smi-topo
+``topo`` (``topo.txt``, ``nvidia-smi-topo.txt``) nvidia-smi-topo
+``nvlink`` + ``-r``/``remote``                  nvlink-remote
+``nvlink`` + ``-gt``/``throughput``             nvlink-throughput
+``nvlink`` (``nvlink-s.txt``)                   nvlink-status
+``hccl``                                        hccl-test
+``hccn``                                        hccn-tool
+``nccl``, ``all_reduce``, ``alltoall`` ...      nccl-tests
+``npu-smi`` + ``-t-common/-memory/...``         npu-smi-detail
+``npu-smi``                                     npu-smi
+``dcgm``                                        dcgm-diag
+``ibstat``                                      ibstat
+``ibdev2netdev``                                ibdev2netdev
+``erdma``                                       erdma
+``ibv_devinfo`` / ``ibv-devinfo``               ibv-devinfo
+``fi_info`` / ``fi-info``                       fi-info
+``mdstat``                                      mdstat
+``nvme-list`` / ``nvme_list``                   nvme-list
+``nvidia-smi-q`` / ``nvidia-smi -q`` ...        nvidia-smi-q
+``nvidia-smi`` (``nvidia-smi.txt``)             nvidia-smi
+==============================================  =====================
+
+Files that match nothing and whose content is not recognised are ignored (``verify_dir`` reports
+which files it used in ``Verdict.evidence``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..parsers import PARSERS, ParseError, parse, sniff_kind, to_jsonable
+from .gate import Verdict, judge
+
+__all__ = ["NAME_RULES", "collect_facts", "kind_for_path", "parse_file", "verify_dir"]
+
+NAME_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), k) for p, k in (
+    (r"\.xml$", "nvidia-smi-xml"),
+    (r"lsblk.*\.json$", "lsblk-json"),
+    (r"default-table|smi-table", "nvidia-smi"),
+    (r"npu.*topo|topo.*npu", "npu-smi-topo"),
+    (r"topo", "nvidia-smi-topo"),
+    (r"nvlink.*(?:-r\b|-r-|remote)", "nvlink-remote"),
+    (r"nvlink.*(?:-gt|throughput|counter)", "nvlink-throughput"),
+    (r"nvlink", "nvlink-status"),
+    (r"hccl", "hccl-test"),
+    (r"hccn", "hccn-tool"),
+    (r"nccl|all_?reduce|alltoall|all_?gather|reduce_?scatter|sendrecv", "nccl-tests"),
+    (r"npu-smi.*-t-(?:common|memory|usages|board|health|power|temp)|npu-smi-(?:common|memory|detail)",
+     "npu-smi-detail"),
+    (r"npu-smi", "npu-smi"),
+    (r"dcgm", "dcgm-diag"),
+    (r"ibstat", "ibstat"),
+    (r"ibdev2netdev", "ibdev2netdev"),
+    (r"erdma", "erdma"),
+    (r"ibv[_-]devinfo", "ibv-devinfo"),
+    (r"fi[_-]info", "fi-info"),
+    (r"mdstat", "mdstat"),
+    (r"nvme[_-]list", "nvme-list"),
+    (r"nvidia-smi[-_ ]?(?:q\b|q-|query)|smi-q\b", "nvidia-smi-q"),
+    (r"nvidia-smi", "nvidia-smi"),
+))
+
+
+def _by_name(name: str) -> list[str]:
+    """Every kind whose rule matches ``name``, in rule order (first = the convention's answer)."""
+    low = name.lower()
+    return [kind for pattern, kind in NAME_RULES if pattern.search(low)]
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def kind_for_path(path: str | Path, text: str | None = None) -> str | None:
+    """The parser kind for a saved output: by file name, then folder name, then content.
+
+    Descriptive names can match several rules ("dcgmi-diag-nvlinks12.txt" names both dcgm and nvlink);
+    when the content's signature agrees with one of the name/folder candidates, that one wins.
+    """
+    p = Path(path)
+    by_name, by_folder = _by_name(p.name), _by_name(p.parent.name)
+    if text is None:
+        try:
+            text = _read(p)
+        except OSError:
+            text = ""
+    sniffed = sniff_kind(text)
+    if sniffed is not None and sniffed in (*by_name, *by_folder):
+        return sniffed
+    if by_name:
+        return by_name[0]
+    if by_folder:
+        return by_folder[0]
+    return sniffed
+
+
+def parse_file(kind: str, path: str | Path) -> Any:
+    """Parse one saved output and return JSON-ready data. ``kind`` may be "auto"."""
+    p = Path(path)
+    text = _read(p)
+    if kind == "auto":
+        found = kind_for_path(p, text)
+        if found is None:
+            raise ParseError("auto", f"cannot tell what command produced {p.name}; name the kind "
+                                     f"({', '.join(sorted(PARSERS))})")
+        kind = found
+    return to_jsonable(parse(kind, text))
+
+
+def collect_facts(directory: str | Path) -> tuple[dict[str, list[Any]], list[str]]:
+    """Parse every recognised file under ``directory``: ({kind: [results]}, [relative paths used])."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{root} is not a directory")
+    facts: dict[str, list[Any]] = {}
+    used: list[str] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        text = _read(path)
+        kind = kind_for_path(path, text)
+        if kind is None:
+            continue
+        facts.setdefault(kind, []).append(parse(kind, text))
+        used.append(f"{rel.as_posix()}={kind}")
+    return facts, used
+
+
+def verify_dir(path: str | Path, offering: str, overrides: dict[str, Any] | None = None, *,
+               node: str | None = None) -> Verdict:
+    """Judge every recognised output under ``path`` against ``offering`` (node name: the folder name)."""
+    facts, used = collect_facts(path)
+    verdict = judge(offering, facts, overrides, node=node or Path(path).resolve().name)
+    return Verdict(verdict.offering, verdict.passed, verdict.checks, verdict.threshold, verdict.node, tuple(used))
