@@ -1,0 +1,352 @@
+"""The acceptance gate on real fixtures (and on real fixtures with one thing broken)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from metalfleet.bootstrap.acceptance import CHECK_NAMES, judge, known_offerings, load_baselines, resolve_baseline
+from metalfleet.bootstrap.parsers import parse
+from metalfleet.providers.errors import InvalidSpecError
+
+from ._fixtures import needs_fixtures, read_fixture
+
+pytestmark = needs_fixtures
+
+H100_TABLE = "nvidia-smi/8x-h100-sxm-default-table-drv550.txt"
+H100_TOPO = "topo/8x-h100-nv18-no-nic-legend-omitted.txt"
+P5_NCCL = "nccl-tests/p5-2node-16xh100-efa-ofi-nccl2.22-mpirun-tagged-debug-info.txt"
+
+
+def f(kind: str, rel: str) -> Any:
+    return parse(kind, read_fixture(rel))
+
+
+def p5_facts() -> dict[str, Any]:
+    return {"nvidia-smi": f("nvidia-smi", H100_TABLE), "nvidia-smi-topo": f("nvidia-smi-topo", H100_TOPO),
+            "nccl-tests": f("nccl-tests", P5_NCCL)}
+
+
+def reason(verdict: Any, name: str) -> str:
+    c = verdict.check(name)
+    assert c is not None, f"no {name} check in {[x.name for x in verdict.checks]}"
+    return str(c.reason)
+
+
+def status(verdict: Any, name: str) -> str:
+    c = verdict.check(name)
+    assert c is not None, f"no {name} check"
+    return str(c.status)
+
+
+# ----------------------------------------------------------------------------- a healthy p5
+
+
+def test_p5_with_real_evidence_passes() -> None:
+    v = judge("p5.48xlarge", p5_facts(), node="p5-a")
+    assert v.passed, [(c.name, c.reason) for c in v.failures]
+    assert v.node == "p5-a" and v.offering == "p5.48xlarge" and v.threshold == 0.9
+    assert reason(v, "gpu-count") == "found 8 GPUs (nvidia-smi)"
+    assert reason(v, "gpu-interconnect") == "all 28 GPU pairs linked by NV18"
+    assert reason(v, "fabric-ports") == "aws-ofi-nccl found 32 EFA NICs"
+    assert reason(v, "nccl-transport").startswith("NCCL used NET/OFI")
+    bw = v.check("allreduce-busbw")
+    assert bw is not None and bw.measured == 488.14 and bw.expected == 480.0
+    assert bw.reason.startswith("all_reduce busbw 488.1 GB/s is 102% of baseline 480.0 (threshold 90%)")
+    assert "multi-node, 2 hosts, 16 ranks" in bw.reason
+
+
+# ------------------------------------------------------------------- the same p5, one thing broken
+
+
+def test_missing_gpu_block_fails_the_count() -> None:
+    text = read_fixture(H100_TABLE)
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("|   7  NVIDIA"))
+    del lines[start - 1:start + 3]  # the "+---" rule above GPU 7 and its three rows
+    facts = p5_facts() | {"nvidia-smi": parse("nvidia-smi", "\n".join(lines))}
+    v = judge("p5.48xlarge", facts)
+    assert not v.passed
+    assert reason(v, "gpu-count") == "expected 8 GPUs, found 7 (nvidia-smi)"
+    assert [c.name for c in v.failures] == ["gpu-count"]
+
+
+def test_a_pcie_path_between_two_gpus_fails_the_topology() -> None:
+    rows = read_fixture(H100_TOPO).splitlines()
+    for i in (1, 4):  # GPU0 row and GPU3 row: make the GPU0<->GPU3 cell PIX on both sides
+        cells = rows[i].split()
+        cells[4 if i == 1 else 1] = "PIX"
+        rows[i] = "\t".join(cells[:1] + cells[1:9]) + "\t" + "\t".join(cells[9:])
+    rows[0] = "\t" + "\t".join(rows[0].split()[:8]) + "\tCPU Affinity\tNUMA Affinity"
+    v = judge("p5.48xlarge", p5_facts() | {"nvidia-smi-topo": parse("nvidia-smi-topo", "\n".join(rows))})
+    assert reason(v, "gpu-interconnect") == "GPU0<->GPU3 link is PIX, expected NV18"
+    assert not v.passed
+
+
+def test_nccl_over_sockets_on_efa_fails() -> None:
+    text = read_fixture(P5_NCCL).replace("Using network AWS Libfabric", "Using network Socket")
+    v = judge("p5.48xlarge", p5_facts() | {"nccl-tests": parse("nccl-tests", text)})
+    assert reason(v, "nccl-transport") == "NCCL used NET/Socket on an RDMA fabric (efa)"
+    assert not v.passed
+
+
+def test_low_busbw_names_the_fraction_of_the_baseline() -> None:
+    facts = p5_facts() | {"nccl-tests": f("nccl-tests",
+                                          "nccl-tests/10node-80xh100-all_reduce-nccltests2.17.8-maxbytes-reduced.txt")}
+    v = judge("p5.48xlarge", facts)
+    assert reason(v, "allreduce-busbw").startswith(
+        "all_reduce busbw 364.1 GB/s is 76% of baseline 480.0 (threshold 90%); multi-node, 10 hosts, 80 ranks")
+    assert not v.passed
+    assert status(judge("p5.48xlarge", facts, {"threshold": 0.75}), "allreduce-busbw") == "pass"
+    # This log has no NCCL_DEBUG lines, so nothing shows the EFA devices: a required check without evidence.
+    assert reason(v, "fabric-ports").startswith("no evidence for fabric-ports")
+
+
+def test_a100_ring_baseline_and_threshold_override() -> None:
+    facts = {"nccl-tests": f("nccl-tests", "nccl-tests/4x-dgx-a100-slurm-oldformat-table.txt")}
+    v = judge("p4de.24xlarge", facts, {"required": []})
+    bw = v.check("allreduce-busbw")
+    assert bw is not None and bw.status == "fail" and bw.measured == 191.56 and bw.expected == 230.0
+    assert bw.reason.startswith("all_reduce busbw 191.6 GB/s is 83% of baseline 230.0 (threshold 90%); "
+                                "intra-node ring baseline")
+    assert "collective name not in the log; taken as all_reduce" in bw.reason
+    assert judge("p4de.24xlarge", facts, {"required": [], "threshold": 0.8}).passed
+
+
+def test_single_rank_runs_interleaved_in_one_log_fail() -> None:
+    facts = {"nccl-tests": f("nccl-tests",
+                             "nccl-tests/v100-roce-2node-mpirun-without-mpi-build-4x-nranks1-busbw0-trace.txt")}
+    v = judge("fake.8xa100", facts, {"required": []})
+    assert reason(v, "nccl-launch").startswith("4 nccl-tests runs wrote into one log at once (each with 1 rank)")
+    assert "single rank" in reason(v, "allreduce-busbw")
+    assert status(v, "nccl-transport") == "pass"  # NET/IB over RoCE is right for a RoCE fabric
+    assert not v.passed
+
+
+def test_alltoall_is_not_taken_for_all_reduce() -> None:
+    facts = {"nccl-tests": f("nccl-tests", "nccl-tests/1x-rtx5090-alltoall_perf-single-gpu-busbw0.txt")}
+    v = judge("p5.48xlarge", facts, {"required": []})
+    assert v.check("allreduce-busbw") is None
+
+
+# -------------------------------------------------------------------------------- GPU health
+
+
+def test_row_remap_pending_and_wrong_gpu() -> None:
+    v = judge("p5.48xlarge", {"nvidia-smi-q": f("nvidia-smi-q", "nvidia-smi/1x-a10-pcie-nvidia-smi-q-drv535.129.txt")},
+              {"required": []})
+    assert reason(v, "gpu-memory-health") == ("GPU0 has a row remap pending (reset the GPU); "
+                                              "GPU0 remapped 4 rows after uncorrectable errors")
+    assert reason(v, "gpu-model") == "GPU0 is 'NVIDIA A10', expected a name matching 'H100 80GB HBM3' (H100)"
+    assert reason(v, "gpu-count") == "expected 8 GPUs, found 1 (nvidia-smi -q)"
+    assert reason(v, "gpu-memory") == "GPU0 has 23028 MiB, expected at least 80000 MiB"
+
+
+def test_ecc_disabled_fails_and_partial_capture_is_explained() -> None:
+    v = judge("p5.48xlarge", {"nvidia-smi-q": f("nvidia-smi-q", "nvidia-smi/h800-sxm-8gpu-nvidia-smi-q-i0.txt")},
+              {"required": []})
+    assert reason(v, "gpu-ecc") == "ECC is Disabled on GPU0"
+    assert reason(v, "gpu-count") == "found 8 GPUs (nvidia-smi -q); the output lists only 1 GPU section"
+    assert reason(v, "gpu-model").startswith("GPU0 is 'NVIDIA H800'")
+
+
+def test_volatile_uncorrected_ecc_errors_fail() -> None:
+    text = read_fixture("nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt")
+    first = text.index("DRAM Uncorrectable")
+    line_end = text.index("\n", first)
+    text = text[:first] + text[first:line_end].replace(": 0", ": 3") + text[line_end:]
+    v = judge("p5.48xlarge", {"nvidia-smi-q": parse("nvidia-smi-q", text)}, {"required": []})
+    assert reason(v, "gpu-ecc") == "GPU0 has 3 volatile uncorrected ECC errors (limit 0)"
+    assert status(v, "gpu-fabric-state") == "pass"
+
+
+def test_nvlink_inactive_links_fail() -> None:
+    facts = {"nvlink-status": f("nvlink-status", "nvlink/2x-h100-pcie-bridge-nvlink-s-some-inactive.txt")}
+    v = judge("p5.48xlarge", facts, {"required": []})
+    r = reason(v, "nvlink-links")
+    assert r.startswith("nvlink status lists 2 GPUs, expected 8; GPU0 link 4 is inactive; GPU0 link 5 is inactive")
+    good = judge("p4de.24xlarge", {"nvlink-status": f("nvlink-status", "nvlink/8x-a100-sxm4-80gb-nvlink-status.txt")},
+                 {"required": []})
+    assert reason(good, "nvlink-links") == "8 GPUs x 12 NVLinks at 25.0 GB/s" and good.passed
+
+
+def test_dcgm_pass_and_fail() -> None:
+    text = read_fixture("dcgm/p4de-8xa100-dcgmi-diag-r2-nvlinks12.txt")
+    assert judge("p4de.24xlarge", {"dcgm-diag": parse("dcgm-diag", text)}, {"required": []}).passed
+    broken = text.replace("| GPU Memory                | Pass - All       ",
+                          "| GPU Memory                | Fail - GPU: 3    ")
+    v = judge("p4de.24xlarge", {"dcgm-diag": parse("dcgm-diag", broken)}, {"required": []})
+    assert reason(v, "dcgm-diag") == "dcgmi diag failed: GPU Memory (Fail - GPU: 3)"
+
+
+# --------------------------------------------------------------------------------- fabrics
+
+
+def test_ib_port_down_and_rate() -> None:
+    text = read_fixture("infiniband/ibstat-a100-9x-mt4126-hdr200.txt")
+    block = text.index("CA 'mlx5_2'")
+    down = text[:block] + text[block:].replace("State: Active", "State: Down", 1)
+    v = judge("fake.8xh100", {"ibstat": parse("ibstat", down)}, {"required": [], "fabric": {"port_gbps": 200}})
+    assert reason(v, "fabric-ports") == "mlx5_2 port 1 is Down"
+    v400 = judge("fake.8xh100", {"ibstat": parse("ibstat", text)}, {"required": []})
+    assert reason(v400, "fabric-ports").startswith("mlx5_1 port 1 rate is 200 Gb/s, expected 400")
+    ok = judge("fake.8xh100", {"ibstat": f("ibstat", "infiniband/ibstat-h100-8x-cx7-ib400-plus-bf3-eth.txt")},
+               {"required": []})
+    assert reason(ok, "fabric-ports") == "8 InfiniBand ports Active at 400 Gb/s (ibstat)" and ok.passed
+
+
+def test_ibpanic_and_missing_ports() -> None:
+    v = judge("fake.8xh100", {"ibstat": f("ibstat", "infiniband/ibstat-connectx3-mlx4-dualport-fdr56.txt")},
+              {"required": []})
+    assert reason(v, "fabric-ports").startswith("found 2 InfiniBand ports, expected 8")
+    az = judge("fake.8xh100", {"ibstat": f("ibstat", "infiniband/ibstat-a100-azure-8x-cx6vf-hdr-ibpanic-error.txt")},
+               {"required": [], "fabric": {"port_gbps": 200}})
+    assert reason(az, "fabric-ports") == ("ibstat error: ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: "
+                                          "No such file or directory")
+
+
+def test_roce_ports_and_ibv_devinfo() -> None:
+    v = judge("fake.8xa100", {"ibstat": f("ibstat", "infiniband/ibstat-h100-roce-8x-cx7-4x-cx6dx-all-eth.txt")},
+              {"required": []})
+    assert status(v, "fabric-ports") == "pass" and "12 Ethernet ports" in reason(v, "fabric-ports")
+    devinfo = f("ibv-devinfo", "infiniband/ibv_devinfo-2x-connectx3-mlx4-dualport-fdr.txt")
+    ib = judge("fake.8xh100", {"ibv-devinfo": devinfo}, {"required": []})
+    assert reason(ib, "fabric-ports").startswith("found 4 InfiniBand ports, expected 8; mlx4_1 port 2 is PORT_DOWN")
+
+
+def test_efa_device_count_from_fi_info() -> None:
+    fi = f("fi-info", "efa/fi_info-efa-multi-rdmap-head-n20-truncated.txt")
+    v = judge("p5.48xlarge", p5_facts() | {"fi-info": fi})
+    assert reason(v, "fabric-ports") == ("expected 32 EFA devices, fi_info shows 3 "
+                                         "(fi_info output ends mid-entry: it was cut)")
+
+
+def test_erdma_alias_and_null_baseline_is_skipped() -> None:
+    facts = {"erdma": f("erdma", "erdma/ibv_devinfo-alibaba-h20-erdma0-first-device-only.txt"),
+             "nccl-tests": f("nccl-tests", "nccl-tests/p5-aws-batch-mpirun-tagged-table-tail.txt")}
+    v = judge("ebmgn8v", facts, {"required": []})
+    assert v.offering == "ecs.ebmgn8v.48xlarge"
+    assert reason(v, "fabric-ports") == "expected 2 eRDMA devices, found 1"
+    bw = v.check("allreduce-busbw")
+    assert bw is not None and bw.status == "skip" and bw.passed and bw.measured == 483.35
+    assert "no intra-node ring baseline for ecs.ebmgn8v.48xlarge" in bw.reason
+    with_base = judge("ebmgn8v", facts, {"required": [], "nccl": {"all_reduce": {"intra_node_ring_busbw_gbs": 400}}})
+    assert status(with_base, "allreduce-busbw") == "pass"
+
+
+# ---------------------------------------------------------------------------------- Ascend
+
+
+HCCL_TABLE = ("data_size(Bytes): | aveg_time(us): | alg_bandwidth(GB/s): | check_result:\n"
+              "8192              | 60.00          | 0.13653              | success\n"
+              "1073741824        | 9000.00        | {bw}               | success\n")
+
+
+def ascend_facts(bw: str = "100.00") -> dict[str, Any]:
+    return {"npu-smi": f("npu-smi", "ascend/npu-smi-info-8x-910b3-device-table.txt"),
+            "npu-smi-topo": f("npu-smi-topo", "ascend/npu-smi-info-t-topo-8x-910b3-hccs.txt"),
+            "hccn-tool": [f("hccn-tool", "ascend/hccn-tool-i3-status-g.txt"),
+                          f("hccn-tool", "ascend/hccn-tool-i3-ping-g.txt")],
+            "hccl-test": parse("hccl-test", HCCL_TABLE.format(bw=bw))}
+
+
+def test_ascend_node_and_hccl_normalisation() -> None:
+    v = judge("huawei.8x910b", ascend_facts(), {"fabric": {"ports": 1}})
+    assert reason(v, "gpu-count") == "found 8 NPUs (npu-smi info)"
+    assert reason(v, "gpu-interconnect") == "all 28 NPU pairs linked by HCCS"
+    assert reason(v, "npu-health") == "all 8 NPUs report health OK"
+    assert reason(v, "fabric-ports") == "1 NPU NICs up at 200 Gb/s"
+    bw = v.check("allreduce-busbw")
+    assert bw is not None and bw.status == "skip"  # no published 910B figure
+    assert bw.measured["busbw_gbs"] == 175.0 and bw.measured["algbw_gbs"] == 100.0 and bw.measured["ranks"] == 8
+    assert "busbw = algbw x 2(n-1)/n = algbw x 1.75 (n=8) = 175.0 GB/s" in bw.reason
+    over = {"fabric": {"ports": 1}, "hccl": {"all_reduce": {"intra_node_busbw_gbs": 200.0}}}
+    ok = judge("huawei.8x910b", ascend_facts(), over)
+    assert reason(ok, "allreduce-busbw").startswith("all_reduce busbw 175.0 GB/s is 88% of baseline 200.0 "
+                                                    "(threshold 90%); hccl_test reports algorithm bandwidth")
+    assert not ok.passed
+    assert judge("huawei.8x910b", ascend_facts("120.00"), over).passed  # 120 x 1.75 = 210 >= 180
+
+
+def test_ascend_one_nic_of_eight_and_ping_loss() -> None:
+    facts = ascend_facts()
+    v = judge("huawei.8x910b", facts)
+    assert reason(v, "fabric-ports") == "hccn_tool status for 1 of 8 NPU NICs"
+    lossy = read_fixture("ascend/hccn-tool-i3-ping-g.txt").replace("3 received, 0.00%", "2 received, 33.33%")
+    facts["hccn-tool"] = [parse("hccn-tool", lossy)]
+    v2 = judge("huawei.8x910b", facts, {"required": []})
+    assert reason(v2, "npu-nic") == "ping from NPU 3 to 10.20.11.16 lost 33.33% (2/3 received)"
+
+
+# ------------------------------------------------------------------------- evidence & storage
+
+
+def test_required_check_without_evidence_fails() -> None:
+    v = judge("p5.48xlarge", {"nvidia-smi": f("nvidia-smi", H100_TABLE)})
+    assert not v.passed
+    assert reason(v, "allreduce-busbw") == "no evidence for allreduce-busbw: supply an all_reduce_perf log " \
+                                           "(hccl_test all_reduce_test on Ascend)"
+    assert {c.name for c in v.failures} == {"gpu-interconnect", "fabric-ports", "allreduce-busbw"}
+    assert judge("p5.48xlarge", {"nvidia-smi": f("nvidia-smi", H100_TABLE)}, {"required": ["gpu-count"]}).passed
+
+
+def test_storage_checks() -> None:
+    v = judge("p5.48xlarge", {"lsblk-json": f("lsblk-json", "storage/lsblk-json-8x-nvme-7t-md0-raid0.json"),
+                              "mdstat": f("mdstat", "storage/mdstat-raid0-2x-sata-md1-netdata-4010.txt")},
+              {"required": []})
+    assert reason(v, "storage-nvme") == "8 local NVMe disks (lsblk)" and reason(v, "storage-raid") == \
+        "1 md array, none degraded"
+    nv = judge("p5.48xlarge", {"nvme-list": f("nvme-list",
+                                              "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt")},
+               {"required": []})
+    assert reason(nv, "storage-nvme") == "expected 8 local NVMe disks, found 1 (nvme list (instance storage))"
+    degraded = parse("mdstat", "Personalities : [raid1]\nmd0 : active raid1 sdb[1](F) sda[0]\n"
+                               "      976630464 blocks super 1.2 [2/1] [U_]\n\nunused devices: <none>\n")
+    d = judge("p5.48xlarge", {"mdstat": degraded}, {"required": []})
+    assert reason(d, "storage-raid") == "md0 is degraded (U_)"
+
+
+# ---------------------------------------------------------------------------------- baselines
+
+
+def test_baselines_cover_the_offerings_with_sources() -> None:
+    names = set(known_offerings())
+    assert {"p5.48xlarge", "p5en.48xlarge", "p4de.24xlarge", "p4d.24xlarge", "fake.8xh100", "fake.8xa100",
+            "ecs.ebmgn8v.48xlarge", "huawei.8x910b"} <= names
+    doc = load_baselines()
+    assert doc["defaults"]["threshold"] == 0.9
+    for name, entry in doc["offerings"].items():
+        for section in ("gpu", "interconnect", "fabric"):
+            assert entry[section].get("source"), f"{name}.{section} has no source"
+        perf = entry.get("nccl", entry.get("hccl"))
+        assert perf and perf["all_reduce"].get("source"), f"{name} has no bandwidth source"
+    b = resolve_baseline("p5.48xlarge")
+    assert (b["gpu"]["count"], b["interconnect"]["topo_link"], b["fabric"]["ports"]) == (8, "NV18", 32)
+    assert b["nccl"]["all_reduce"]["intra_node_nvls_busbw_gbs"] == 480.0
+    assert b["nccl"]["all_reduce"]["intra_node_ring_busbw_gbs"] == 370.0
+    assert resolve_baseline("p4d.24xlarge")["interconnect"]["topo_link"] == "NV12"
+    assert resolve_baseline("p5en.48xlarge")["fabric"]["ports"] == 16
+    assert resolve_baseline("fake.8xh100")["fabric"] | {"source": None} == {
+        "kind": "infiniband", "ports": 8, "port_gbps": 400, "total_gbps": 3200, "nccl_net": "NET/IB", "source": None}
+
+
+def test_bad_offering_and_overrides_are_invalid_spec_errors() -> None:
+    with pytest.raises(InvalidSpecError, match=re.escape("no acceptance baseline for offering 'p9.huge'")):
+        judge("p9.huge", {})
+    with pytest.raises(InvalidSpecError, match=re.escape("unknown baseline field 'nccl.all_reduce.busbw'")):
+        judge("p5.48xlarge", {}, {"nccl": {"all_reduce": {"busbw": 1}}})
+    with pytest.raises(InvalidSpecError, match="threshold"):
+        judge("p5.48xlarge", {}, {"threshold": 0})
+    with pytest.raises(InvalidSpecError, match="unknown check 'gpu-magic'"):
+        judge("p5.48xlarge", {}, {"required": ["gpu-magic"]})
+    with pytest.raises(InvalidSpecError, match="not a parser result"):
+        judge("p5.48xlarge", {"nvidia-smi": "raw text"})
+
+
+def test_check_names_are_documented_in_the_gate() -> None:
+    import metalfleet.bootstrap.acceptance.gate as gate
+
+    for name in CHECK_NAMES:
+        assert name in (gate.__doc__ or ""), name
