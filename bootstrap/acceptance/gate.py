@@ -598,7 +598,7 @@ def _nccl(b: dict[str, Any], ev: _Evidence) -> list[CheckResult]:
                                                "so bus bandwidth is 0 by definition; not a bandwidth measurement",
                             measured, None)]
     if multi:
-        base, label = ar.get("multi_node_busbw_gbs"), f"multi-node, {len(hosts) or '?'} hosts, {nranks} ranks"
+        base, label = ar.get("multi_node_busbw_gbs"), f"multi-node ({len(hosts) or '?'} hosts, {nranks} ranks)"
     else:
         algo: str
         if rep.debug_lines:
@@ -617,7 +617,7 @@ def _nccl(b: dict[str, Any], ev: _Evidence) -> list[CheckResult]:
                                                f"{b['name']} ({'; '.join(notes)})", measured, None)]
     frac = measured / float(base)
     reason = (f"all_reduce busbw {measured:.1f} GB/s is {frac:.0%} of baseline {float(base):.1f} "
-              f"(threshold {thr:.0%}); {label} baseline; {'; '.join(notes)}")
+              f"(threshold {thr:.0%}); baseline for {label}; {'; '.join(notes)}")
     return [*out, (_ok if frac >= thr else _fail)("allreduce-busbw", reason, measured, float(base))]
 
 

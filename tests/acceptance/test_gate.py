@@ -55,7 +55,7 @@ def test_p5_with_real_evidence_passes() -> None:
     bw = v.check("allreduce-busbw")
     assert bw is not None and bw.measured == 488.14 and bw.expected == 480.0
     assert bw.reason.startswith("all_reduce busbw 488.1 GB/s is 102% of baseline 480.0 (threshold 90%)")
-    assert "multi-node, 2 hosts, 16 ranks" in bw.reason
+    assert "baseline for multi-node (2 hosts, 16 ranks)" in bw.reason
 
 
 # ------------------------------------------------------------------- the same p5, one thing broken
@@ -97,7 +97,8 @@ def test_low_busbw_names_the_fraction_of_the_baseline() -> None:
                                           "nccl-tests/10node-80xh100-all_reduce-nccltests2.17.8-maxbytes-reduced.txt")}
     v = judge("p5.48xlarge", facts)
     assert reason(v, "allreduce-busbw").startswith(
-        "all_reduce busbw 364.1 GB/s is 76% of baseline 480.0 (threshold 90%); multi-node, 10 hosts, 80 ranks")
+        "all_reduce busbw 364.1 GB/s is 76% of baseline 480.0 (threshold 90%); "
+        "baseline for multi-node (10 hosts, 80 ranks)")
     assert not v.passed
     assert status(judge("p5.48xlarge", facts, {"threshold": 0.75}), "allreduce-busbw") == "pass"
     # This log has no NCCL_DEBUG lines, so nothing shows the EFA devices: a required check without evidence.
@@ -110,7 +111,7 @@ def test_a100_ring_baseline_and_threshold_override() -> None:
     bw = v.check("allreduce-busbw")
     assert bw is not None and bw.status == "fail" and bw.measured == 191.56 and bw.expected == 230.0
     assert bw.reason.startswith("all_reduce busbw 191.6 GB/s is 83% of baseline 230.0 (threshold 90%); "
-                                "intra-node ring baseline")
+                                "baseline for intra-node ring")
     assert "collective name not in the log; taken as all_reduce" in bw.reason
     assert judge("p4de.24xlarge", facts, {"required": [], "threshold": 0.8}).passed
 
