@@ -593,7 +593,12 @@ def _nccl(b: dict[str, Any], ev: _Evidence) -> list[CheckResult]:
     notes: list[str] = [f"at {size} B, {how}"]
     if run.collective is None:
         notes.append("collective name not in the log; taken as all_reduce")
-    if nranks == 1 or (run.concurrent_runs > 1):
+    if run.concurrent_runs > 1:
+        return [*out, _fail("allreduce-busbw", f"all_reduce busbw {measured:.1f} GB/s cannot be judged: "
+                                               f"{run.concurrent_runs} runs interleave in the log"
+                                               + (", each with a single rank (busbw 0 by definition)"
+                                                  if nranks == 1 else ""), measured, None)]
+    if nranks == 1:
         return [*out, _fail("allreduce-busbw", f"all_reduce busbw {measured:.1f} GB/s: the run had a single rank, "
                                                "so bus bandwidth is 0 by definition; not a bandwidth measurement",
                             measured, None)]

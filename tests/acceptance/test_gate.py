@@ -121,9 +121,17 @@ def test_single_rank_runs_interleaved_in_one_log_fail() -> None:
                              "nccl-tests/v100-roce-2node-mpirun-without-mpi-build-4x-nranks1-busbw0-trace.txt")}
     v = judge("fake.8xa100", facts, {"required": []})
     assert reason(v, "nccl-launch").startswith("4 nccl-tests runs wrote into one log at once (each with 1 rank)")
-    assert "single rank" in reason(v, "allreduce-busbw")
+    assert reason(v, "allreduce-busbw") == ("all_reduce busbw 0.0 GB/s cannot be judged: 4 runs interleave in the "
+                                            "log, each with a single rank (busbw 0 by definition)")
     assert status(v, "nccl-transport") == "pass"  # NET/IB over RoCE is right for a RoCE fabric
     assert not v.passed
+
+
+def test_a_one_rank_all_reduce_is_not_a_bandwidth_measurement() -> None:
+    text = read_fixture("nccl-tests/1x-rtx5090-alltoall_perf-single-gpu-busbw0.txt").replace(" none ", "  sum ")
+    v = judge("p5.48xlarge", {"nccl-tests": parse("nccl-tests", text)}, {"required": []})
+    assert reason(v, "allreduce-busbw") == ("all_reduce busbw 0.0 GB/s: the run had a single rank, so bus bandwidth "
+                                            "is 0 by definition; not a bandwidth measurement")
 
 
 def test_alltoall_is_not_taken_for_all_reduce() -> None:
