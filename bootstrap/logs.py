@@ -37,6 +37,7 @@ class HostLog:
         buf = bytearray()
         begin = f"{token} "
         end = f"{token}-rc "
+        held_blank = [False]  # the newline the script adds before each end marker is not output
 
         def feed(chunk: bytes) -> None:
             if self._fh is None:
@@ -51,6 +52,14 @@ class HostLog:
                     return
                 line = buf[:nl].decode(errors="replace")
                 del buf[:nl + 1]
+                if not line:
+                    if held_blank[0]:
+                        self.write("")
+                    held_blank[0] = True
+                    continue
+                if held_blank[0] and not line.startswith(end):
+                    self.write("")
+                held_blank[0] = False
                 if line.startswith(begin) and line[len(begin):].isdigit():
                     i = int(line[len(begin):])
                     self.write(f"$ {labels[i] if i < len(labels) else '?'}")

@@ -1,0 +1,592 @@
+"""Simulated GPU hosts: one real sshd per host on its own loopback address, with shims for the system tools.
+
+::
+
+    from tests.hosts.harness import start_hosts
+
+    with start_hosts(4, fixtures_profile="p5") as fleet:
+        inventory = fleet.inventory()            # metalfleet.bootstrap Inventory, keys pinned
+        fleet.hosts[0].update_config(gpu={"count": 7})
+        ...
+
+Each host has
+  * an sshd listening on ``127.<100+worker>.<fleet>.<n>:22`` (per-xdist-worker ranges) with its own
+    ed25519 host key, logging in as the unprivileged user ``mfnode`` (``/bin/sh``, no pyenv),
+  * a sandbox directory that is both the shims' state and the filesystem root the steps write under
+    (``Host.fs_root``): ``etc/``, ``proc/``, ``opt/`` ... plus ``config.json`` (behaviour, editable
+    by tests) and ``state.json`` (what installs left),
+  * ``PATH`` = the shim directory first, so ``apt-get``, ``nvidia-smi``, ``mdadm``, ``sudo``... are
+    the shims (see shims/mfshim.py). mfnode has no real privileges: a tool without a shim fails
+    with "permission denied" instead of touching this machine.
+
+``reboot`` (the shim) asks the harness to reboot the host: its sshd and every session are killed,
+the host stays unreachable for ``reboot_down_seconds`` (config, default 1.5 s), the shims' boot
+logic runs (new boot id, modules, units, fstab mounts), and sshd starts again with the same key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+#: CI clones the repo elsewhere with shared/ beside it (read-only).
+FIXTURES = (REPO.parent / "shared" / "fixtures").resolve()
+SHIM = HERE / "shims" / "mfshim.py"
+USER = "mfnode"
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+sys.path.insert(0, str(SHIM.parent))
+import mfshim  # noqa: E402  (the shims' own state logic, reused for boot)
+
+SHIM_NAMES = sorted(mfshim.HANDLERS)
+
+UBUNTU_2204 = """PRETTY_NAME="Ubuntu 22.04.4 LTS"
+NAME="Ubuntu"
+VERSION_ID="22.04"
+VERSION="22.04.4 LTS (Jammy Jellyfish)"
+VERSION_CODENAME=jammy
+ID=ubuntu
+ID_LIKE=debian
+"""
+
+GIB = 1 << 30
+
+#: Fixture profiles: config defaults (what the shims print) and the inventory traits of the host.
+PROFILES: dict[str, dict[str, Any]] = {
+    "p5": {
+        "provider": "aws", "offering": "p5.48xlarge",
+        "config": {
+            "gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H100 80GB HBM3"},
+            "nvme": {"count": 8, "size": 3576 * GIB, "model": "Amazon EC2 NVMe Instance Storage"},
+            "fixtures": {
+                "nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
+                "nvidia-smi-q": "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt",
+                "topo": "topo/8x-h100-nv18-no-nic-legend-omitted.txt",
+                "fi_info": "efa/fi_info-efa-multi-rdmap-head-n20-truncated.txt",
+                "nvme-list": "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt",
+                "nccl-tests": "nccl-tests/p5-2node-efa-srun-labelled-size-table.txt",
+            },
+        },
+    },
+    "h100-ib": {
+        "traits": {"vendor": "nvidia", "gpu_model": "H100", "gpu_count": 8, "interconnect": "nvswitch",
+                   "fabric": "infiniband", "fabric_cards": 8, "nvme_count": 8},
+        "config": {
+            "gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H100 80GB HBM3"},
+            "nvme": {"count": 8, "size": 3576 * GIB, "model": "SAMSUNG MZQL23T8HCLS-00A07",
+                     "root_model": "SAMSUNG MZ1L2960HCJR-00A07"},
+            "fixtures": {
+                "nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
+                "nvidia-smi-q": "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt",
+                "ibstat": "infiniband/ibstat-h100-8x-cx7-ib400-plus-bf3-eth.txt",
+                "topo": "topo/8x-a800-sxm4-nv8-4nic-mlx5.txt",
+                "nvlink": "nvlink/8x-a100-sxm4-80gb-nvlink-status.txt",
+                "nccl-tests": "nccl-tests/10node-80xh100-all_reduce-nccltests2.17.8-maxbytes-reduced.txt",
+            },
+        },
+    },
+    "h100-roce": {
+        "traits": {"vendor": "nvidia", "gpu_model": "H100", "gpu_count": 8, "interconnect": "nvswitch",
+                   "fabric": "roce", "fabric_cards": 8, "nvme_count": 4},
+        "config": {
+            "gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H100 80GB HBM3"},
+            "nvme": {"count": 4, "size": 3576 * GIB, "model": "SAMSUNG MZQL23T8HCLS-00A07",
+                     "root_model": "SAMSUNG MZ1L2960HCJR-00A07"},
+            "fixtures": {"nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
+                         "ibstat": "infiniband/ibstat-h100-roce-8x-cx7-4x-cx6dx-all-eth.txt"},
+        },
+    },
+    "alibaba-h20": {
+        "provider": "alibaba", "offering": "ecs.ebmgn8v.48xlarge",
+        "config": {"gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H20"},
+                   "nvme": {"count": 0, "root_model": "Alibaba Cloud Elastic Block Storage"},
+                   "fixtures": {"ibv_devinfo": "erdma/ibv_devinfo-alibaba-h20-erdma0-first-device-only.txt"}},
+    },
+    "ascend-910b": {
+        "provider": "huawei", "offering": "physical.kat2e.48xlarge.8.313t",
+        "config": {"gpu": {"vendor": "ascend", "count": 8, "model": "Ascend 910B3"},
+                   "nvme": {"count": 4, "size": 3576 * GIB, "model": "HWE52P433T8M002N", "root_model": "EVS"},
+                   "fixtures": {"npu-smi": "ascend/npu-smi-info-8x-910b3-device-table.txt",
+                                "npu-smi-topo": "ascend/npu-smi-info-t-topo-8x-910b3-hccs.txt"}},
+    },
+    "plain": {
+        "traits": {"vendor": "none", "gpu_count": 0, "fabric": "none"},
+        "config": {"gpu": {"vendor": "none", "count": 0}, "nvme": {"count": 0}, "fixtures": {}},
+    },
+}
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# machine setup (root)
+
+
+def ensure_sshd() -> str:
+    """sshd installed (Debian openssh-server), /run/sshd present, user mfnode present."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(sshd) or subprocess.run(["id", USER], capture_output=True).returncode != 0:
+        script = HERE / "ensure-sshd.sh"
+        res = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise HarnessError(f"{script} failed:\n{res.stdout}\n{res.stderr}")
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    return sshd if os.path.exists(sshd) else "/usr/sbin/sshd"
+
+
+def _keygen(path: Path, comment: str) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
+    return Path(f"{path}.pub").read_text().strip()
+
+
+def _pdeathsig() -> None:
+    """Let sshd die with the harness process (so a killed test run leaves no daemons)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def _descendants(pid: int) -> list[int]:
+    kids = _children()
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _kill(pids: list[int], sig: int = signal.SIGKILL) -> None:
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, sig)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_WORKER_N = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
+_FLEET_SEQ = itertools.count(random.randrange(250))
+
+
+@dataclass
+class SimHost:
+    name: str
+    address: str
+    port: int
+    root: Path
+    sshd_dir: Path
+    host_key: str  # "ssh-ed25519 AAAA... comment"
+    fleet: HostFleet
+    index: int
+    traits: dict[str, Any] = field(default_factory=dict)
+    provider: str | None = None
+    offering: str | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    rebooting: bool = False
+
+    # -- config and state ------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.json"
+
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.config_path.read_text())
+
+    def update_config(self, **changes: Any) -> None:
+        """Shallow-merge ``changes`` into config.json (dict values are merged one level deep)."""
+        cfg = self.config()
+        for k, v in changes.items():
+            if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+                cfg[k] = {**cfg[k], **v}
+            else:
+                cfg[k] = v
+        self.config_path.write_text(json.dumps(cfg, indent=1))
+
+    def state(self) -> dict[str, Any]:
+        return mfshim.read_state(str(self.root))
+
+    def edit_state(self) -> Any:
+        return mfshim.state(str(self.root))
+
+    def invocations(self) -> list[list[str]]:
+        path = self.root / "log" / "invocations.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line)["argv"] for line in path.read_text().splitlines() if line.strip()]
+
+    def clear_invocations(self) -> None:
+        (self.root / "log" / "invocations.jsonl").write_text("")
+
+    def file(self, path: str) -> Path:
+        """A path as the node sees it (``/etc/nccl.conf``) inside the sandbox."""
+        return self.root / path.lstrip("/")
+
+    # -- sshd ------------------------------------------------------------------------------
+    def start(self) -> None:
+        log = open(self.sshd_dir / "sshd.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen([self.fleet.sshd, "-D", "-e", "-f", str(self.sshd_dir / "sshd_config")],
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_pdeathsig)
+        log.close()
+
+    def wait_listening(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                log = (self.sshd_dir / "sshd.log").read_text(errors="replace")
+                if "Address already in use" in log or "Cannot bind" in log:
+                    raise _AddressInUse(self.address)
+                raise HarnessError(f"sshd for {self.name} exited {self.proc.returncode}:\n{log[-2000:]}")
+            with contextlib.suppress(OSError), socket.create_connection((self.address, self.port), timeout=0.5):
+                return
+            time.sleep(0.02)
+        raise HarnessError(f"sshd for {self.name} not listening on {self.address}:{self.port} after {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        _kill(_descendants(self.proc.pid))
+        _kill([self.proc.pid])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self.proc = None
+
+    def drop_connections(self) -> int:
+        """Kill every SSH session of this host (the per-connection sshd processes and what they run)."""
+        if self.proc is None:
+            return 0
+        victims = _descendants(self.proc.pid)
+        _kill(victims)
+        return len(victims)
+
+    def sessions(self) -> int:
+        return len(_children().get(self.proc.pid, [])) if self.proc else 0
+
+    def reboot_now(self) -> None:
+        """What the reboot shim asks for: down, boot, up."""
+        self.rebooting = True
+        try:
+            self.stop()
+            time.sleep(float(self.config().get("reboot_down_seconds", 1.5)))
+            mfshim.boot(str(self.root))
+            # sshd dies with the thread that started it (PR_SET_PDEATHSIG is per thread), so the
+            # fleet's long-lived watcher thread starts it, not this short-lived reboot thread.
+            self.fleet.call_in_watcher(self.start)
+            self.wait_listening()
+        finally:
+            self.rebooting = False
+
+    def host(self, **overrides: Any) -> Any:
+        """This host as a metalfleet.bootstrap Host (fs_root = the sandbox, user mfnode, the fleet key)."""
+        from metalfleet.bootstrap.inventory import Host, NodeTraits, traits_for
+        from metalfleet.providers.models import Fabric, Interconnect
+
+        traits = traits_for(self.provider, self.offering) if self.offering else None
+        if traits is None:
+            t = dict(self.traits)
+            traits = NodeTraits(vendor=t.get("vendor", "nvidia"), gpu_model=t.get("gpu_model", ""),
+                                gpu_count=t.get("gpu_count", 0),
+                                interconnect=Interconnect(t.get("interconnect", "pcie")),
+                                fabric=Fabric(t.get("fabric", "none")), fabric_cards=t.get("fabric_cards", 0),
+                                nvme_count=t.get("nvme_count", 0))
+        fields_: dict[str, Any] = {
+            "name": self.name, "address": self.address, "port": self.port, "user": USER,
+            "key": str(self.fleet.client_key), "provider": self.provider, "offering": self.offering,
+            "traits": traits, "labels": {"sim": "1", "rack": f"r{self.index % 2}"}, "index": self.index,
+            "host_keys": (self.host_key,), "fs_root": str(self.root),
+        }
+        fields_.update(overrides)
+        return Host(**fields_)
+
+
+class _AddressInUse(HarnessError):
+    pass
+
+
+class HostFleet:
+    """N simulated hosts; a context manager that stops them all."""
+
+    def __init__(self, base: Path, sshd: str, profile: str) -> None:
+        self.base = base
+        self.sshd = sshd
+        self.profile = profile
+        self.hosts: list[SimHost] = []
+        self.client_key = base / "client_ed25519"
+        self.known_hosts = base / "known_hosts"
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._calls: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
+        self._owns_base = True
+
+    # -- inventory -------------------------------------------------------------------------
+    def inventory(self, *, pinned: bool = True, hosts: list[SimHost] | None = None, **host_overrides: Any) -> Any:
+        """An Inventory of these hosts. ``pinned``: their keys pinned (as a provider's console output would)."""
+        from metalfleet.bootstrap.inventory import Inventory
+        from metalfleet.bootstrap.ssh import SshOptions
+
+        chosen = hosts if hosts is not None else self.hosts
+        hs = tuple(h.host(**host_overrides) for h in chosen)
+        keys = {h.address: [h.host_key] for h in chosen} if pinned else {}
+        return Inventory(hs, SshOptions(known_hosts=str(self.known_hosts), pinned_keys=keys, use_agent=False,
+                                        connect_timeout=5, connect_attempts=3, connect_deadline=20))
+
+    def ssh_options(self, **kw: Any) -> Any:
+        from metalfleet.bootstrap.ssh import SshOptions
+
+        base = {"known_hosts": str(self.known_hosts), "use_agent": False, "connect_timeout": 5,
+                "connect_attempts": 3, "connect_deadline": 20}
+        base.update(kw)
+        return SshOptions(**base)
+
+    def write_known_hosts(self) -> None:
+        self.known_hosts.write_text("".join(f"{h.address} {' '.join(h.host_key.split()[:2])}\n" for h in self.hosts))
+
+    def __getitem__(self, i: int) -> SimHost:
+        return self.hosts[i]
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def __iter__(self) -> Iterator[SimHost]:
+        return iter(self.hosts)
+
+    # -- reboot supervision ----------------------------------------------------------------
+    def call_in_watcher(self, fn: Callable[[], None], timeout: float = 10.0) -> None:
+        done = threading.Event()
+        self._calls.put((fn, done))
+        if not done.wait(timeout):
+            raise HarnessError("the fleet's watcher thread did not run the call")
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                fn, done = self._calls.get(timeout=0.05)
+            except queue.Empty:
+                pass
+            else:
+                try:
+                    fn()
+                finally:
+                    done.set()
+            for h in self.hosts:
+                marker = h.root / "run" / "reboot-requested"
+                if marker.exists() and not h.rebooting:
+                    with contextlib.suppress(FileNotFoundError):
+                        marker.unlink()
+                    h.rebooting = True
+                    threading.Thread(target=h.reboot_now, name=f"reboot-{h.name}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=5)
+        deadline = time.monotonic() + 10
+        while any(h.rebooting for h in self.hosts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for h in self.hosts:
+            h.stop()
+        if self._owns_base and os.environ.get("MF_KEEP_HOSTS") != "1":
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> HostFleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _sshd_config(h: SimHost, fleet: HostFleet, bin_dir: Path) -> str:
+    env = {"MF_ROOT": str(h.root), "MF_FIXTURES": str(FIXTURES), "HOME": str(h.root),
+           "PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+    setenv = " ".join(f'"{k}={v}"' for k, v in env.items())
+    return f"""ListenAddress {h.address}:{h.port}
+HostKey {h.sshd_dir}/ssh_host_ed25519_key
+PidFile {h.sshd_dir}/sshd.pid
+AuthorizedKeysFile {fleet.base}/authorized_keys
+StrictModes no
+UsePAM no
+PermitRootLogin no
+AllowUsers {USER}
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+UseDNS no
+PrintMotd no
+PrintLastLog no
+MaxStartups 200:30:400
+MaxSessions 64
+AllowTcpForwarding yes
+PermitUserEnvironment no
+LogLevel INFO
+SetEnv {setenv}
+Subsystem sftp internal-sftp
+"""
+
+
+def _initial_state(cfg: dict[str, Any]) -> dict[str, Any]:
+    st: dict[str, Any] = {"packages": {}, "held": [], "modules": [], "units": {}, "md": {}, "fs": {},
+                          "mounts": [["/dev/nvme0n1p1", "/", "ext4", "rw,relatime,discard"]], "installed": {},
+                          "hccn": {}, "boot_id": "", "boots": 0, "reboot_required": False}
+    pre = cfg.get("preexisting_raid")
+    if pre:
+        members = [d["path"] for d in mfshim.disks(cfg) if not d["root"]]
+        md = pre.get("device", "/dev/md0") if isinstance(pre, dict) else "/dev/md0"
+        st["md"][md] = {"members": members, "name": "scratch", "uuid": "5c1f1b62-0d1e-4f9b-9d3e-0b2f1b7f8d11"}
+        st["fs"][md] = {"type": "xfs", "label": pre.get("label", "mf-scratch") if isinstance(pre, dict)
+                        else "mf-scratch", "uuid": "0e2a4a39-6a49-4c83-9d69-5b1a3b7d2c10"}
+    for name, version in cfg.get("preinstalled", {}).items():
+        mfshim.install(st, name, version)
+    st["reboot_required"] = False
+    return st
+
+
+def start_hosts(
+    n: int,
+    fixtures_profile: str = "p5",
+    *,
+    config: Mapping[str, Any] | Callable[[int], Mapping[str, Any]] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+    name_prefix: str = "node",
+) -> HostFleet:
+    """Start ``n`` simulated hosts with the given fixture profile; returns a :class:`HostFleet`.
+
+    ``config``: extra config.json values for every host, or a function of the host index (e.g.
+    ``lambda i: {"gpu": {"count": 7}} if i == 2 else {}``).
+    """
+    if fixtures_profile not in PROFILES:
+        raise HarnessError(f"unknown fixtures profile {fixtures_profile!r}; known: {sorted(PROFILES)}")
+    if not FIXTURES.is_dir():
+        raise HarnessError(f"fixtures folder {FIXTURES} not found (shared/ must sit beside the repo)")
+    sshd = ensure_sshd()
+    prof = PROFILES[fixtures_profile]
+    base = Path(tempfile.mkdtemp(prefix="mf-hosts-", dir=base_dir))
+    os.chmod(base, 0o755)
+    fleet = HostFleet(base, sshd, fixtures_profile)
+    try:
+        _keygen(fleet.client_key, "metalfleet-test-client")
+        (base / "authorized_keys").write_text(Path(f"{fleet.client_key}.pub").read_text())
+        os.chmod(base / "authorized_keys", 0o644)
+        bin_dir = base / "bin"
+        bin_dir.mkdir()
+        shim = bin_dir / "mfshim.py"
+        shutil.copy(SHIM, shim)
+        os.chmod(shim, 0o755)
+        shutil.copy(SHIM.parent / "sudo", bin_dir / "sudo")
+        os.chmod(bin_dir / "sudo", 0o755)
+        for name in SHIM_NAMES:
+            if name != "sudo":
+                (bin_dir / name).symlink_to("mfshim.py")
+        os.chmod(bin_dir, 0o755)
+        for attempt in range(20):
+            fleet_octet = next(_FLEET_SEQ) % 250 + 1
+            try:
+                _start_all(fleet, n, prof, config, name_prefix, fleet_octet, bin_dir)
+                break
+            except _AddressInUse:
+                for h in fleet.hosts:
+                    h.stop()
+                for h in fleet.hosts:
+                    shutil.rmtree(h.root, ignore_errors=True)
+                    shutil.rmtree(h.sshd_dir, ignore_errors=True)
+                fleet.hosts = []
+                if attempt == 19:
+                    raise
+        fleet.write_known_hosts()
+        fleet._watcher = threading.Thread(target=fleet._watch, name="mf-reboot-watch", daemon=True)
+        fleet._watcher.start()
+        return fleet
+    except BaseException:
+        fleet.stop()
+        raise
+
+
+def _start_all(fleet: HostFleet, n: int, prof: dict[str, Any], config: Any, prefix: str, octet: int,
+               bin_dir: Path) -> None:
+    import pwd
+
+    pw = pwd.getpwnam(USER)
+    for i in range(n):
+        name = f"{prefix}{i}"
+        root = fleet.base / name
+        sshd_dir = fleet.base / f".{name}.sshd"
+        for d in ("etc/modules-load.d", "etc/mdadm", "proc/sys/kernel/random", "run", "var/run", "log", "opt", "tmp"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        sshd_dir.mkdir(mode=0o700)
+        cfg: dict[str, Any] = json.loads(json.dumps(prof["config"]))
+        cfg.update({"profile": fleet.profile, "reboot_down_seconds": 1.5, "delays": {}, "fail": {},
+                    "fixtures_dir": str(FIXTURES)})
+        extra = config(i) if callable(config) else (config or {})
+        for k, v in dict(extra).items():
+            cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
+        (root / "config.json").write_text(json.dumps(cfg, indent=1))
+        (root / "etc" / "os-release").write_text(UBUNTU_2204)
+        (root / "etc" / "fstab").write_text("LABEL=cloudimg-rootfs\t/\t ext4\tdiscard,errors=remount-ro\t0 1\n")
+        (root / "state.json").write_text(json.dumps(_initial_state(cfg)))
+        with mfshim.state(str(root)) as st:  # writes proc views and a boot id
+            import uuid
+
+            st["boot_id"] = str(uuid.uuid4())
+        (root / "log" / "invocations.jsonl").write_text("")
+        for dirpath, _dirnames, filenames in os.walk(root):
+            for entry in [dirpath, *(os.path.join(dirpath, f) for f in filenames)]:
+                os.chown(entry, pw.pw_uid, pw.pw_gid)
+        key_line = _keygen(sshd_dir / "ssh_host_ed25519_key", f"{name}-hostkey")
+        address = f"127.{100 + _WORKER_N % 100}.{octet}.{i + 1}"
+        h = SimHost(name=name, address=address, port=22, root=root, sshd_dir=sshd_dir, host_key=key_line,
+                    fleet=fleet, index=i, traits=dict(prof.get("traits", {})), provider=prof.get("provider"),
+                    offering=prof.get("offering"))
+        (sshd_dir / "sshd_config").write_text(_sshd_config(h, fleet, bin_dir))
+        fleet.hosts.append(h)
+    for h in fleet.hosts:
+        h.start()
+    for h in fleet.hosts:
+        h.wait_listening()
+
+
+if __name__ == "__main__":  # python -m tests.hosts.harness N PROFILE: start hosts and wait (a demo)
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    with start_hosts(count, sys.argv[2] if len(sys.argv) > 2 else "p5") as fl:
+        for hh in fl:
+            print(f"{hh.name} {hh.address}:{hh.port} root={hh.root}")
+        print(f"client key {fl.client_key}; known_hosts {fl.known_hosts}; Ctrl-C to stop")
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(1)
