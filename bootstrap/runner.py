@@ -254,6 +254,7 @@ class _HostRun:
     def _record(result: StepResult, actions: Sequence[Any]) -> None:
         result.commands = [a.text for a in actions if isinstance(a, (Command, Upload, RebootAction))]
         result.noops = [a.reason for a in actions if isinstance(a, NoOp)]
+        result.notes += [f"reboot because: {a.reason}" for a in actions if isinstance(a, RebootAction)]
 
     def _execute(self, step: Step[Any], work: Sequence[Command | Upload]) -> None:
         items: list[BatchItem] = []
@@ -354,42 +355,45 @@ def run(
                     bastions[h.bastion] = bastion
         return SshConnection(h.endpoint(), opts.ssh, known_hosts=known_hosts, bastion=bastion)
 
-    def one(h: Host) -> HostReport:
+    failed = 0
+
+    def finish(h: Host, hr: HostReport) -> None:
+        # Runs in the worker, before it can pick up another host, so a stop takes effect at once.
+        nonlocal failed
+        with lock:
+            results[h.name] = hr
+            counters.done += 1
+            if hr.status in (HostStatus.FAILED, HostStatus.UNREACHABLE):
+                failed += 1
+            emit(ProgressEvent("host-done", h.name, status=hr.status.value, seconds=hr.seconds,
+                               detail=hr.error or "", done=counters.done, total=counters.total))
+            if (opts.max_fail_percentage is not None and not stop.is_set()
+                    and failed * 100.0 / len(chosen) > opts.max_fail_percentage):
+                stop.set()
+                report.stopped = True
+                report.stop_reason = (f"{failed} of {len(chosen)} host(s) failed, over the "
+                                      f"{opts.max_fail_percentage:g}% threshold")
+                emit(ProgressEvent("run-stopped", h.name, detail=report.stop_reason,
+                                   done=counters.done, total=counters.total))
+
+    def one(h: Host) -> None:
         log = HostLog(log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', h.name)}.log")
         conn = connection(h)
         try:
-            return _HostRun(h, plans[h.name], conn, opts, log, emit, stop, counters).run()
+            hr = _HostRun(h, plans[h.name], conn, opts, log, emit, stop, counters).run()
+        except Exception as exc:  # a bug in one host's run must not hide the others
+            hr = HostReport(h.name, h.address, HostStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
             conn.close()
             log.close()
+        finish(h, hr)
 
     results: dict[str, HostReport] = {}
-    failed = 0
     if chosen:
         with ThreadPoolExecutor(max_workers=max(1, min(opts.max_workers, len(chosen))),
                                 thread_name_prefix="mf-host") as pool:
-            futures = {pool.submit(one, h): h for h in chosen}
-            for fut in as_completed(futures):
-                h = futures[fut]
-                try:
-                    hr = fut.result()
-                except Exception as exc:
-                    hr = HostReport(h.name, h.address, HostStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
-                with lock:
-                    results[h.name] = hr
-                    counters.done += 1
-                    if hr.status in (HostStatus.FAILED, HostStatus.UNREACHABLE):
-                        failed += 1
-                    emit(ProgressEvent("host-done", h.name, status=hr.status.value, seconds=hr.seconds,
-                                       detail=hr.error or "", done=counters.done, total=counters.total))
-                    if (opts.max_fail_percentage is not None and not stop.is_set()
-                            and failed * 100.0 / len(chosen) > opts.max_fail_percentage):
-                        stop.set()
-                        report.stopped = True
-                        report.stop_reason = (f"{failed} of {len(chosen)} host(s) failed, over the "
-                                              f"{opts.max_fail_percentage:g}% threshold")
-                        emit(ProgressEvent("run-stopped", h.name, detail=report.stop_reason,
-                                           done=counters.done, total=counters.total))
+            for fut in as_completed([pool.submit(one, h) for h in chosen]):
+                fut.result()
     for b in bastions.values():
         b.close()
     report.hosts = [results[h.name] for h in chosen]

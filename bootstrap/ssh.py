@@ -578,17 +578,23 @@ class SshConnection:
                     if on_output:
                         on_output(data)
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    break
+                    break  # an exit status, or closed (paramiko reports both as "ready")
                 if not got and (chan.closed or self._transport is None or not self._transport.is_active()):
-                    break  # closed without an exit status: the session (or its sshd) went away
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     raise CommandTimeout(f"{self.label}: {shlex.join(argv)[:200]} still running after {timeout:.0f}s",
                                          host=host, argv=argv, timeout=float(timeout or 0))
-            if not chan.exit_status_ready():
-                self._drop()
-                raise ConnectionLost(f"{self.label}: connection dropped while running {shlex.join(argv)[:200]}",
-                                     host=host)
             rc = chan.recv_exit_status()
+            if rc == -1:
+                # No exit status: the session went away, or the command died by a signal (exit-signal).
+                for _ in range(25):  # a dying transport closes its channels before it reads as inactive
+                    if self._transport is None or not self._transport.is_active():
+                        break
+                    time.sleep(0.02)
+                if self._transport is None or not self._transport.is_active():
+                    self._drop()
+                    raise ConnectionLost(f"{self.label}: connection dropped while running {shlex.join(argv)[:200]}",
+                                         host=host)
             return ExecResult(rc=rc, stdout=b"".join(out), stderr=b"".join(err),
                               seconds=time.monotonic() - started)
         except (MetalfleetError, KeyboardInterrupt):

@@ -94,7 +94,7 @@ class RebootAction:
 
     @property
     def text(self) -> str:
-        return f"{shlex.join(self.argv)}  # then wait for SSH and a new boot id ({self.reason})"
+        return f"{shlex.join(self.argv)}  # then wait for SSH and a new boot id"
 
 
 Action = Command | Upload | NoOp | RebootAction

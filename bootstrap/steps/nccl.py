@@ -99,11 +99,18 @@ class NcclTests(Step[NcclTestsSettings]):
 
 
 def nccl_ib_hca(fabric: Fabric, ports: Sequence[Any]) -> str | None:
-    """``=ca1,ca2`` of the HCAs whose active ports are on the fabric's link layer, or None if none seen."""
+    """``=ca1,ca2,...``: the HCAs with an active port on the fabric's link layer at the fastest rate seen.
+
+    The GPU fabric NICs are the fast ones; slower ports of the same link layer (a frontend CX-6 Dx
+    next to 400G CX-7s, a BlueField management port) are left out. None when no such port is seen.
+    """
     layer = "InfiniBand" if fabric == Fabric.INFINIBAND else "Ethernet"
-    cas = sorted({p.ca for p in ports if p.link_layer == layer and p.state == "Active" and p.rate >= 100},
-                 key=lambda c: (len(c), c))
-    return "=" + ",".join(cas) if cas else None
+    usable = [p for p in ports if p.link_layer == layer and p.state == "Active"]
+    if not usable:
+        return None
+    top = max(p.rate for p in usable)
+    cas = sorted({p.ca for p in usable if p.rate == top}, key=lambda c: (len(c), c))
+    return "=" + ",".join(cas)
 
 
 @dataclass(frozen=True)
