@@ -107,10 +107,16 @@ class HotTier(Step[HotSettings]):
         devices = facts[BlockDevices()]
         target = ctx.path(s.mount)
         existing = self._existing(devices)
+        source = f"LABEL={s.label}"
         if existing is not None:
             device = existing.path
             if existing.fstype:
-                yield NoOp(f"{device} already holds {existing.fstype}"
+                source = f"LABEL={existing.label}" if existing.label else device
+            if existing.mountpoint and existing.mountpoint != target:
+                yield NoOp(f"{device} is already mounted at {existing.mountpoint}: left as it is")
+                return
+            if existing.fstype or existing.mountpoint:
+                yield NoOp(f"{device} already holds {existing.fstype or 'a mounted filesystem'}"
                            + (f" (label {existing.label})" if existing.label else "") + ": not reformatted")
             else:
                 yield NoOp(f"{device} exists")
@@ -140,7 +146,8 @@ class HotTier(Step[HotSettings]):
                 yield Command(("sh", "-c", 'mdadm --detail --brief "$1" >> "$2"', "sh", device,
                                ctx.path("/etc/mdadm/mdadm.conf")), "record the array in mdadm.conf")
             yield Command((f"mkfs.{s.filesystem}", "-L", s.label, device), f"make {s.filesystem} on {device}")
-        yield from _mount(facts, ctx, f"LABEL={s.label}", target, s.filesystem, s.mount_options)
+        fstype = existing.fstype if existing is not None and existing.fstype else s.filesystem
+        yield from _mount(facts, ctx, source, target, fstype, s.mount_options)
 
 
 def _mount(facts: FactValues, ctx: StepContext, source: str, target: str, fstype: str,
