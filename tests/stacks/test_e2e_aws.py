@@ -63,6 +63,7 @@ def project(tmp_path: Path, ec2: Ec2Emulator) -> Project:
     })
     env.pop("AWS_PROFILE", None)
     p = Project(proj, env)
+    (tmp_path / "state").mkdir()
     p.pulumi("login", f"file://{tmp_path / 'state'}")
     p.pulumi("stack", "init", "e2e")
     return p
