@@ -22,6 +22,7 @@ botocore exception is translated at this module's boundary into :mod:`metalfleet
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import threading
@@ -241,6 +242,7 @@ class AwsDriver:
         self._types: dict[str, dict[str, Any]] | None = None
         self._subnets: dict[str, dict[str, Any]] = {}
         self._root_devices: dict[str, str] = {}
+        self._seen: dict[str, Node] = {}  # last full view of each instance this driver ordered or read
         self._nets: dict[tuple[str, str, str | None, tuple[str, ...]], _Net] = {}
         self._net_locks: dict[tuple[str, str, str | None, tuple[str, ...]], threading.Lock] = {}
 
@@ -506,17 +508,18 @@ class AwsDriver:
         else:
             try:
                 with self._api("CreateSecurityGroup"):
-                    ec2.create_security_group(
+                    created = ec2.create_security_group(
                         GroupName=name, VpcId=vpc_id,
                         Description=f"metalfleet {cluster}: all traffic between the cluster's nodes (EFA)",
                         TagSpecifications=[{"ResourceType": "security-group",
                                             "Tags": [{"Key": TAG_CLUSTER, "Value": cluster},
                                                      {"Key": "Name", "Value": name}]}])
+                group = {"GroupId": created["GroupId"]}  # new: no rules of ours yet
             except (InvalidSpecError, ProviderError) as exc:
                 if exc.code != "InvalidGroup.Duplicate":
                     raise
-            with self._api("DescribeSecurityGroups"):
-                group = ec2.describe_security_groups(Filters=filters)["SecurityGroups"][0]
+                with self._api("DescribeSecurityGroups"):  # made by another process meanwhile
+                    group = ec2.describe_security_groups(Filters=filters)["SecurityGroups"][0]
         group_id = str(group["GroupId"])
         rule = {"IpProtocol": "-1", "UserIdGroupPairs": [
             {"GroupId": group_id, "Description": "EFA: all traffic between members of this group"}]}
@@ -647,11 +650,12 @@ class AwsDriver:
             "subnet_id": inst.get("SubnetId"),
             "vpc_id": inst.get("VpcId"),
             "image": inst.get("ImageId"),
+            "ec2_state": (inst.get("State") or {}).get("Name"),
         }
         reason = (inst.get("StateReason") or {}).get("Message")
         if reason:
             extra["state_reason"] = reason
-        return Node(
+        node = Node(
             id=str(inst["InstanceId"]),
             provider=PROVIDER,
             region=self.region,
@@ -664,6 +668,8 @@ class AwsDriver:
             tags=tags,
             extra=extra,
         )
+        self._seen[node.id] = node
+        return node
 
     def _describe(self, filters: list[dict[str, Any]]) -> list[Node]:
         nodes: list[Node] = []
@@ -687,6 +693,27 @@ class AwsDriver:
                                 {"Name": "instance-state-name", "Values": _LIVE_STATES}])
         return sorted(nodes, key=lambda n: (n.tags.get(TAG_INDEX, "").zfill(8), n.id))
 
+    def _states(self, ids: Sequence[str]) -> dict[str, str]:
+        """EC2 state name of each instance EC2 lists, from DescribeInstanceStatus (small answers).
+
+        Right after RunInstances, EC2's eventually consistent reads may not know an id yet; that
+        chunk is then read with DescribeInstances, whose filter form tolerates unknown ids.
+        """
+        states: dict[str, str] = {}
+        for start in range(0, len(ids), 100):
+            chunk = list(ids[start:start + 100])
+            try:
+                with self._api("DescribeInstanceStatus"):
+                    pages = self._ec2().get_paginator("describe_instance_status").paginate(
+                        InstanceIds=chunk, IncludeAllInstances=True)
+                    for page in pages:
+                        for st in page.get("InstanceStatuses", []):
+                            states[st["InstanceId"]] = st["InstanceState"]["Name"]
+            except NotFoundError:
+                for n in self._describe([{"Name": "instance-id", "Values": chunk}]):
+                    states[n.id] = (n.extra.get("ec2_state") or n.state.value)
+        return states
+
     def wait(
         self,
         node_ids: Sequence[str],
@@ -696,34 +723,44 @@ class AwsDriver:
         poll: float | None = None,
         progress: ProgressCallback | None = None,
     ) -> list[Node]:
-        """Poll until every node is in ``state``.
+        """Poll until every node is in ``state``; the nodes come back as EC2 describes them then.
 
-        Instances EC2 does not list yet (its reads are eventually consistent) count as pending; when
-        waiting for TERMINATED they count as gone. Waiting for RUNNING fails at once if a node terminates.
+        Polls DescribeInstanceStatus, whose answers stay small for hundreds of EFA nodes, and reuses
+        what RunInstances or an earlier read returned for the rest of each node. Instances EC2 does not
+        list yet count as pending; when waiting for TERMINATED they count as gone. Waiting for RUNNING
+        fails at once if a node terminates.
         """
         interval = self.poll if poll is None else float(poll)
         deadline = time.monotonic() + timeout
         ids = list(dict.fromkeys(node_ids))
+        missing = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
         while True:
-            seen: dict[str, Node] = {}
-            for start in range(0, len(ids), 200):
-                chunk = ids[start:start + 200]
-                for n in self._describe([{"Name": "instance-id", "Values": chunk}]):
-                    seen[n.id] = n
-            missing = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
-            nodes = [seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=missing, offering="")
-                     for i in ids]
+            states = self._states(ids)
+            nodes = []
+            for i in ids:
+                now = NodeState.map(STATE_TABLE, states[i]) if i in states else missing
+                known = self._seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=now,
+                                                  offering="")
+                nodes.append(dataclasses.replace(known, state=now))
             if progress:
                 progress(nodes)
             if all(n.state == state for n in nodes):
+                unknown = [n.id for n in nodes if not n.offering and n.id in states]
+                if unknown:  # nodes this driver never read: one full read for their details
+                    self._describe([{"Name": "instance-id", "Values": unknown}])
+                    nodes = [dataclasses.replace(self._seen.get(n.id, n), state=n.state) for n in nodes]
                 return nodes
             if state == NodeState.RUNNING:
-                dead = [n for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
+                dead = [n.id for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
                 if dead:
-                    why = "; ".join(f"{n.id} is {n.state.value}" + (f" ({n.extra['state_reason']})"
-                                                                     if n.extra.get("state_reason") else "")
-                                    for n in dead)
-                    raise ProviderError(f"waiting for running: {why}", provider=PROVIDER, code="InstanceGone")
+                    described = {n.id: n for n in self._describe([{"Name": "instance-id", "Values": dead}])}
+                    why = "; ".join(f"{i} is {states.get(i, 'gone')}" + (
+                        f" ({described[i].extra['state_reason']})"
+                        if i in described and described[i].extra.get("state_reason") else "") for i in dead)
+                    raise ProviderError(f"waiting for running: {why}. An order repeated with a node's idempotency "
+                                        "key returns the instance that key bought, even terminated (EC2 keeps "
+                                        "ClientTokens a day or more); bump the node's generation to buy a "
+                                        "replacement", provider=PROVIDER, code="InstanceGone")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 waiting = [n.id for n in nodes if n.state != state]
