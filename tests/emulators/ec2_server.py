@@ -43,6 +43,8 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     tests/aws asserts it so a moto upgrade that breaks it is caught.
 (f) TerminateInstances on an already-terminated instance is a no-op, as on AWS (moto tries to delete
     its network interfaces again and answers InvalidNetworkInterfaceID.NotFound).
+(g) The default VPC's subnets get stable ids, ``default_subnet_id(zone)`` (moto draws random ones at
+    each start), so an example cluster.yaml can name one and run unchanged here.
 
 Control endpoints (not EC2; never counted or faulted):
 
@@ -91,7 +93,7 @@ from types import TracebackType
 from typing import Any
 from xml.sax.saxutils import escape
 
-__all__ = ["Ec2Emulator", "start_ec2_emulator"]
+__all__ = ["Ec2Emulator", "default_subnet_id", "start_ec2_emulator"]
 
 CONTROL_PREFIX = "/_metalfleet/"
 _FAULT_KEYS = {"throttle", "capacity", "server_error", "lost_response", "latency_ms", "seed", "actions",
@@ -368,7 +370,9 @@ class FaultMiddleware:
             return lambda _data: None
 
         with MOTO_LOCK:
+            started = time.perf_counter()
             body_out = list(self.app(environ, capture))
+            entry["server_ms"] = round((time.perf_counter() - started) * 1000.0, 2)
         if SWITCH.lose_response(action):
             return self._error(entry, "InternalError", 500, "An internal error has occurred.", start_response)
         entry["status"] = int(captured[0].split()[0])
@@ -443,6 +447,11 @@ def _ext(backend: Any) -> _Ext:
     if ext is None:
         ext = backend.__dict__["_metalfleet_ext"] = _Ext()
     return ext  # type: ignore[no-any-return]
+
+
+def default_subnet_id(zone: str, account: str = "123456789012") -> str:
+    """The id this emulator gives the default subnet of ``zone`` (extension g)."""
+    return "subnet-" + hashlib.sha256(f"metalfleet-emulator:{account}:{zone}".encode()).hexdigest()[:17]
 
 
 def _hex_id(prefix: str, n: int = 17) -> str:
@@ -746,6 +755,29 @@ def install_extensions() -> None:
             cr["AvailableInstanceCount"] = min(cr["TotalInstanceCount"], cr["AvailableInstanceCount"] + 1)
         return previous
 
+    # -- (g) stable default subnet ids ------------------------------------------------------------
+    import moto.ec2.models.subnets as subnets_module
+
+    random_subnet_id = getattr(subnets_module, "random_subnet_id")  # noqa: B009 - not re-exported by moto
+    next_subnet_id = threading.local()
+
+    def subnet_id() -> str:
+        chosen = getattr(next_subnet_id, "value", None)
+        next_subnet_id.value = None
+        return str(chosen or random_subnet_id())
+
+    original_default_subnet = subnets_module.SubnetBackend.create_default_subnet
+
+    def create_default_subnet(self: Any, availability_zone: str) -> Any:
+        next_subnet_id.value = default_subnet_id(availability_zone, self.account_id)
+        try:
+            return original_default_subnet(self, availability_zone)
+        finally:
+            next_subnet_id.value = None
+
+    setattr(subnets_module, "random_subnet_id", subnet_id)  # noqa: B010
+    subnets_module.SubnetBackend.create_default_subnet = create_default_subnet  # type: ignore[method-assign]
+
     for name, fn in {
         "create_placement_group": create_placement_group,
         "describe_placement_groups": describe_placement_groups,
@@ -810,7 +842,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process exits")
     args = parser.parse_args(argv)
     os.environ.setdefault("MOTO_PORT", str(args.port))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Nothing here outlives the process, and tearing moto's tables down takes seconds: exit at once.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     if args.parent_pid:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
     with _server(args.host, args.port, args.quiet) as server:
@@ -821,7 +854,8 @@ def main(argv: list[str] | None = None) -> int:
                   "requests); Ctrl-C stops it", file=sys.stderr, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
-    return 0
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
