@@ -268,3 +268,22 @@ def test_provider_package_imports_no_sdk() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_reordering_a_released_cluster_needs_a_new_generation(driver: AwsDriver, specs: Specs) -> None:
+    from metalfleet.providers import OrderFailed, order_cluster, plan, release_cluster
+
+    from .conftest import FAST
+
+    spec = specs.cluster_spec(count=2)
+    first = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
+    release_cluster(driver, spec.name, policy=FAST)
+
+    with pytest.raises((ProviderError, OrderFailed)) as info:
+        order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
+    assert "terminated" in str(info.value) and "generation" in str(info.value)
+    assert driver.list_nodes(spec.name) == []
+
+    again = order_cluster(driver, plan(driver, spec, {0: 1, 1: 1}), policy=FAST, timeout=30)
+    assert not {n.id for n in again} & {n.id for n in first}
+    assert len(driver.list_nodes(spec.name)) == 2
