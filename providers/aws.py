@@ -300,10 +300,12 @@ class AwsDriver:
     def _instance_types(self) -> dict[str, dict[str, Any]]:
         with self._lookup_lock:
             if self._types is None:
-                with self._api("DescribeInstanceTypes"):
-                    resp = self._ec2().describe_instance_types(
-                        Filters=[{"Name": "instance-type", "Values": list(HARDWARE)}])
-                self._types = {t["InstanceType"]: t for t in resp.get("InstanceTypes", [])}
+                types: dict[str, dict[str, Any]] = {}
+                with self._api("DescribeInstanceTypes"):  # filtered answers may still come in pages
+                    for page in self._ec2().get_paginator("describe_instance_types").paginate(
+                            Filters=[{"Name": "instance-type", "Values": list(HARDWARE)}]):
+                        types.update({t["InstanceType"]: t for t in page.get("InstanceTypes", [])})
+                self._types = types
             return self._types
 
     def _type_info(self, offering: str) -> dict[str, Any]:
