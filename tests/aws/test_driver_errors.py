@@ -287,3 +287,15 @@ def test_reordering_a_released_cluster_needs_a_new_generation(driver: AwsDriver,
     again = order_cluster(driver, plan(driver, spec, {0: 1, 1: 1}), policy=FAST, timeout=30)
     assert not {n.id for n in again} & {n.id for n in first}
     assert len(driver.list_nodes(spec.name)) == 2
+
+
+def test_state_table_maps_every_ec2_state_and_falls_back_to_unknown() -> None:
+    from metalfleet.providers import NodeState
+    from metalfleet.providers.aws import STATE_TABLE
+
+    assert {k: NodeState.map(STATE_TABLE, k) for k in
+            ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")} == {
+        "pending": NodeState.PENDING, "running": NodeState.RUNNING, "stopping": NodeState.STOPPING,
+        "stopped": NodeState.STOPPED, "shutting-down": NodeState.TERMINATING, "terminated": NodeState.TERMINATED}
+    assert NodeState.map(STATE_TABLE, "hibernating") == NodeState.UNKNOWN
+    assert NodeState.map(STATE_TABLE, None) == NodeState.UNKNOWN
