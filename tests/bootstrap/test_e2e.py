@@ -315,3 +315,24 @@ def test_upload_skips_when_checksum_matches_and_logs_stream(fleet_factory: Any, 
         res = conn.run(["sh", "-c", "echo out; echo err >&2; exit 3"], on_output=chunks.append)
         assert (res.rc, res.stdout, res.stderr) == (3, b"out\n", b"err\n")
         assert b"".join(chunks).count(b"\n") == 2
+
+
+def test_refused_key_and_command_timeout_are_metalfleet_errors(fleet_factory: Any, tmp_path: Any) -> None:
+    import subprocess
+
+    from metalfleet.bootstrap import CommandTimeout, SshAuthError
+    from metalfleet.providers.errors import AuthError, MetalfleetError
+
+    fleet = fleet_factory(1, "plain")
+    opts = fleet.ssh_options()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")], check=True)
+    stranger = replace(fleet[0].host().endpoint(), key_path=str(tmp_path / "stranger"))
+    with pytest.raises(SshAuthError) as exc:
+        SshConnection(stranger, opts).connect()
+    assert isinstance(exc.value, AuthError) and not exc.value.retryable
+    with SshConnection(fleet[0].host().endpoint(), opts) as conn:
+        t0 = time.monotonic()
+        with pytest.raises(CommandTimeout) as texc:
+            conn.run(["sleep", "5"], timeout=0.5)
+        assert time.monotonic() - t0 < 3 and isinstance(texc.value, MetalfleetError)
+        assert conn.run(["true"]).rc == 0  # the connection is still usable
