@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from metalfleet.providers import (
@@ -137,6 +138,41 @@ def cmd_stack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_cluster_spec(path: str) -> bool:
+    """A cluster spec names a provider at its top level; an inventory lists hosts."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "provider" in data and "hosts" not in data
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from metalfleet.bootstrap import TerminalProgress, load_inventory, profile_for_spec, run_bootstrap
+    from metalfleet.bootstrap.inventory import hosts_from_spec
+    from metalfleet.providers.fleet import resolve_offering
+
+    if _is_cluster_spec(args.target):
+        spec = load_spec(args.target)
+        driver = _driver_for(spec, args)
+        nodes = driver.list_nodes(spec.name)
+        if not nodes:
+            raise InvalidSpecError(f"cluster {spec.name} has no live nodes on {spec.provider}: order it first "
+                                   "(metalfleet up or metalfleet order)", field="name", value=spec.name)
+        inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
+        profile = args.profile or profile_for_spec(spec)
+    else:
+        inventory = load_inventory(args.target)
+        profile = args.profile
+    progress = None if args.json else TerminalProgress(sys.stderr, verbose=args.verbose)
+    report = run_bootstrap(inventory, profile, dry_run=args.dry_run, limit=args.limit, progress=progress,
+                           log_dir=args.log_dir, max_fail_percentage=args.max_fail_percentage)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.format_text())
+    return 0 if report.ok else 1
+
+
 # -- parser ----------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,6 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--json", action="store_true", help="print outputs and change summary as JSON")
         s.set_defaults(func=cmd_stack)
 
+    b = sub.add_parser("bootstrap", help="make hosts training-ready over SSH (driver, fabric, NCCL, storage)")
+    b.add_argument("target", help="an inventory YAML, or a cluster spec whose live nodes are bootstrapped")
+    b.add_argument("--dry-run", action="store_true", help="read facts and print every command that would run")
+    b.add_argument("--limit", action="append", help="host name/address glob or label=value (repeatable)")
+    b.add_argument("--profile", help="profile name (default: from the spec, else gpu-node)")
+    b.add_argument("--log-dir", help="per-host command logs go here")
+    b.add_argument("--max-fail-percentage", type=float, default=None,
+                   help="stop starting hosts once this share of them failed")
+    b.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE")
+    b.add_argument("--verbose", action="store_true")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bootstrap)
+
     _optional_commands(sub)
     return p
 
@@ -182,7 +231,7 @@ def _optional_commands(sub: Any) -> None:
     """Commands owned by other layers register themselves here."""
     import importlib
 
-    for module in ("metalfleet.bootstrap.cli", "metalfleet.bootstrap.acceptance.cli"):
+    for module in ("metalfleet.bootstrap.acceptance.cli",):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

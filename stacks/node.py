@@ -46,6 +46,9 @@ def _outs(props: dict[str, Any], node_dict: dict[str, Any]) -> dict[str, Any]:
         "offering": node_dict["offering"],
         "generation": node_dict.get("extra", {}).get("generation", props["spec"].get("generation", 0)),
         "tags": node_dict.get("tags") or {},
+        "node_name": node_dict.get("name") or "",
+        # Host keys the driver read from the provider (e.g. console output), pinned by bootstrap.
+        "host_keys": list((node_dict.get("extra") or {}).get("host_keys") or []),
     }
 
 
@@ -107,11 +110,14 @@ class GpuNode(Resource):
     zone: pulumi.Output[str]
     state: pulumi.Output[str]
     offering: pulumi.Output[str]
+    node_name: pulumi.Output[str]
+    tags: pulumi.Output[dict[str, str]]
+    host_keys: pulumi.Output[list[str]]
 
     def __init__(self, name: str, provider: str, spec: dict[str, Any], driver_config: dict[str, Any] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         props = {"provider": provider, "spec": spec, "driver_config": driver_config or {},
                  "node_id": None, "private_ip": None, "public_ip": None, "zone": None, "state": None,
-                 "offering": None, "generation": None, "tags": None}
+                 "offering": None, "generation": None, "tags": None, "node_name": None, "host_keys": None}
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
         super().__init__(NodeProvider(), name, props, opts)

@@ -22,7 +22,12 @@ def _declare(spec: ClusterSpec, driver_config: Mapping[str, Any] | None) -> GpuC
     cfg = pulumi.Config("metalfleet")
     config = dict(driver_config or {})
     config.update(cfg.get_object("driverConfig") or {})
-    cluster = GpuCluster(spec.name, spec, driver_config=config)
+    hooks = []
+    if spec.bootstrap.enabled:
+        from .bootstrap import bootstrap_hook
+
+        hooks.append(bootstrap_hook)
+    cluster = GpuCluster(spec.name, spec, driver_config=config, after_nodes=hooks)
     pulumi.export("offering", cluster.offering.name)
     pulumi.export("node_ids", cluster.node_ids)
     pulumi.export("private_ips", cluster.private_ips)

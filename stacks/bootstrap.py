@@ -1,0 +1,95 @@
+"""A Pulumi dynamic resource per node that bootstraps it over SSH after it runs.
+
+Attached to :class:`GpuCluster` through its ``after_nodes`` seam, so one ``pulumi up`` orders the
+nodes and makes them training-ready. Steps are fact-gated, so re-applying a changed profile only
+does what changed; an unchanged profile is not re-applied at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from metalfleet.providers import ClusterSpec, parse_spec
+from metalfleet.providers.errors import MetalfleetError
+from metalfleet.providers.models import Node, NodeState
+
+__all__ = ["NodeBootstrap", "NodeBootstrapProvider", "bootstrap_hook", "profile_fingerprint"]
+
+
+def profile_fingerprint(spec: ClusterSpec) -> str:
+    """What a bootstrap depends on: the bootstrap, storage and ssh sections and the offering."""
+    relevant = {k: spec.model_dump(mode="json")[k] for k in ("bootstrap", "storage", "ssh", "offering", "provider")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _node(props: dict[str, Any]) -> Node:
+    n = props["node"]
+    return Node(id=n["id"], provider=n["provider"], region=n.get("region") or "", state=NodeState.RUNNING,
+                offering=n["offering"], private_ip=n["private_ip"], name=n.get("name"), tags=n.get("tags") or {},
+                extra={"host_keys": list(n.get("host_keys") or [])})
+
+
+class NodeBootstrapProvider(ResourceProvider):
+    """Create and update run the node's bootstrap profile; delete leaves the node to its own resource."""
+
+    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+        from metalfleet.bootstrap import bootstrap_cluster
+
+        spec = parse_spec(props["spec"], "bootstrap resource input")
+        node = _node(props)
+        report = bootstrap_cluster(spec, [node])
+        host = report.hosts[0] if report.hosts else None
+        if not report.ok or host is None:
+            reason = host.error if host else report.stop_reason
+            raise MetalfleetError(f"bootstrap of {node.name or node.id} ({node.private_ip}) failed: {reason}")
+        steps = host.to_dict().get("steps", [])
+        changed = [s["name"] for s in steps if s.get("status") == "changed"]
+        return {**props, "status": host.status.value, "changed_steps": changed, "seconds": round(host.seconds, 2)}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"bootstrap-{props['node']['id']}", outs=self._apply(props))
+
+    def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        old_node, new_node = olds.get("node") or {}, news.get("node") or {}
+        changed = ["fingerprint"] if olds.get("fingerprint") != news.get("fingerprint") else []
+        changed += [f"node.{k}" for k in ("id", "private_ip") if old_node.get(k) != new_node.get(k)]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._apply(news))
+
+    def delete(self, id: str, props: dict[str, Any]) -> None:
+        return None
+
+
+class NodeBootstrap(Resource):
+    """Bootstrap of one node. Outputs: status, changed_steps, seconds."""
+
+    status: pulumi.Output[str]
+    changed_steps: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, spec: ClusterSpec, node: dict[str, Any],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {"spec": spec.model_dump(mode="json"), "node": node, "fingerprint": profile_fingerprint(spec),
+                 "status": None, "changed_steps": None, "seconds": None}
+        super().__init__(NodeBootstrapProvider(), name, props, opts)
+
+
+def bootstrap_hook(cluster: Any, nodes: Sequence[Any]) -> list[pulumi.Resource]:
+    """``GpuCluster`` seam: one NodeBootstrap per node, each after its node."""
+    spec: ClusterSpec = cluster.spec
+    out: list[pulumi.Resource] = []
+    for node in nodes:
+        node_input = {
+            "id": node.id, "name": node.node_name, "private_ip": node.private_ip, "offering": node.offering,
+            "provider": spec.provider, "region": spec.region, "tags": node.tags, "host_keys": node.host_keys,
+        }
+        out.append(NodeBootstrap(f"{node._name}-bootstrap", spec, node_input,
+                                 opts=pulumi.ResourceOptions(parent=cluster, depends_on=[node])))
+    return out
