@@ -598,10 +598,20 @@ class AwsDriver:
         with self._api("RunInstances", zone=net.zone, instance_type=spec.offering):
             resp = self._ec2().run_instances(**request)
         instance = resp["Instances"][0]
+        node = self._node(instance)
+        # A repeated ClientToken is answered with the instance that token first bought, which may be
+        # terminated by now, and a RunInstances answer need not say so (the emulator's always says
+        # pending): read the state, with the small DescribeInstanceStatus, so callers see a gone node.
+        state = self._states([node.id]).get(node.id)
+        if state:
+            node = dataclasses.replace(node, state=NodeState.map(STATE_TABLE, state))
+            self._seen[node.id] = node
+        if node.state.is_gone:
+            return node
         if spec.public_ip:
             self._ensure_public_ip(spec, instance)
-            return self.get(str(instance["InstanceId"]))
-        return self._node(instance)
+            return self.get(node.id)
+        return node
 
     def _ensure_public_ip(self, spec: NodeSpec, instance: Mapping[str, Any]) -> None:
         """An Elastic IP on the primary interface, found again by the node's key on a re-run."""

@@ -103,10 +103,7 @@ def main() -> int:
     with ec2_endpoint(args.endpoint, args.latency_ms) as url:
         driver = get_driver("aws", region=spec.region, endpoint_url=url, poll=0.2)
         try:
-            # A long-running emulator remembers the keys of an earlier demo run (as EC2 remembers
-            # ClientTokens): order a new generation there instead of getting the released nodes back.
-            generation = int(time.time()) if args.endpoint else 0
-            specs = plan(driver, spec, {i: generation for i in range(spec.count)})
+            specs = plan(driver, spec)  # a re-run on a long-lived emulator steps past released nodes
             offering = next(o for o in driver.offerings() if o.name == spec.offering)
             price = offering.price()
             print(f"{offering.name}: {offering.gpu_count}x {offering.gpu_model} {offering.gpu_memory_gib} GiB, "

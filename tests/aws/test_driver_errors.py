@@ -24,6 +24,7 @@ from metalfleet.providers import (
     InvalidSpecError,
     MetalfleetError,
     NodeSpec,
+    NodeState,
     NotFoundError,
     ProviderError,
     QuotaError,
@@ -270,8 +271,8 @@ def test_provider_package_imports_no_sdk() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_reordering_a_released_cluster_needs_a_new_generation(driver: AwsDriver, specs: Specs) -> None:
-    from metalfleet.providers import OrderFailed, order_cluster, plan, release_cluster
+def test_reordering_a_released_cluster_buys_replacements_never_the_dead(driver: AwsDriver, specs: Specs) -> None:
+    from metalfleet.providers import order_cluster, plan, release_cluster
 
     from .conftest import FAST
 
@@ -279,14 +280,14 @@ def test_reordering_a_released_cluster_needs_a_new_generation(driver: AwsDriver,
     first = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
     release_cluster(driver, spec.name, policy=FAST)
 
-    with pytest.raises((ProviderError, OrderFailed)) as info:
-        order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
-    assert "terminated" in str(info.value) and "generation" in str(info.value)
-    assert driver.list_nodes(spec.name) == []
+    [node0, _] = plan(driver, spec)
+    replayed = driver.order(node0)  # the key still names the node it bought: report it as gone
+    assert replayed.id == first[0].id and replayed.state == NodeState.TERMINATED
 
-    again = order_cluster(driver, plan(driver, spec, {0: 1, 1: 1}), policy=FAST, timeout=30)
+    again = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
     assert not {n.id for n in again} & {n.id for n in first}
-    assert len(driver.list_nodes(spec.name)) == 2
+    assert sorted(n.id for n in driver.list_nodes(spec.name)) == sorted(n.id for n in again)
+    assert {n.extra["idempotency_key"] for n in again} == {s.idempotency_key for s in plan(driver, spec, {0: 1, 1: 1})}
 
 
 def test_state_table_maps_every_ec2_state_and_falls_back_to_unknown() -> None:
