@@ -15,6 +15,16 @@ Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root fo
 Tools print real captured output from ``$MF_FIXTURES`` (shared/fixtures) where one exists for the
 call (nvidia-smi table and -q, ibstat, fi_info, npu-smi, nccl-tests); structured calls the engine
 parses (``--query-gpu``, ``lsblk --json``, ``nvme list -o json``) are synthesised in the real format.
+
+Faults on captures (config.json), each small and applied to the real capture before it is printed:
+  edits.<fixture key>   [[old, new], [old, new, count], ...]: text replacements (``str.replace``), e.g.
+                        ``{"ibstat": [["State: Active", "State: Down", 1]]}`` for one Down port, or
+                        ``{"nccl-tests": [["Using network AWS Libfabric", "Using network Socket"]]}``
+  nccl.busbw_scale      multiplies algbw and busbw in every nccl-tests data row (0.6: a slow node)
+  gpu.count             below the capture's GPU count, drops the last GPU sections of
+                        ``nvidia-smi -q`` / ``-q -x`` (a GPU fallen off the bus); ``--query-gpu`` follows it too
+``all_reduce_perf`` and ``mpirun`` print the nccl-tests capture (``mpirun`` prefers the
+``nccl-tests-multinode`` fixture); ``fail.<tool>`` makes them exit 1 with that message.
 """
 
 from __future__ import annotations
@@ -107,7 +117,14 @@ def fixture(key: str, cfg: dict | None = None) -> str | None:
     if not rel:
         return None
     with open(os.path.join(FIXTURES or cfg.get("fixtures_dir", ""), rel), encoding="utf-8", errors="replace") as fh:
-        return fh.read()
+        text = fh.read()
+    for edit in cfg.get("edits", {}).get(key, []):
+        old, new = edit[0], edit[1]
+        if old not in text:
+            err(f"mfshim: edit {old!r} not found in fixture {rel}")
+        text = text.replace(old, new, int(edit[2]) if len(edit) > 2 else -1)
+    return text
+
 
 
 def out(text: str) -> None:
@@ -370,8 +387,28 @@ def cmd_nvidia_smi(args: list[str]) -> int:
     if text is None:
         err(f"nvidia-smi {joined}: no fixture for {key} in this host's profile")
         return 1
+    if key in ("nvidia-smi-q", "nvidia-smi-q-x") and "count" in gpu:
+        text = _limit_gpus(text, int(gpu["count"]), xml=key == "nvidia-smi-q-x")
     out(text)
     return 0
+
+
+def _limit_gpus(text: str, count: int, xml: bool) -> str:
+    """The capture with only its first ``count`` GPUs (sections after them dropped, attached count fixed)."""
+    import re
+
+    if xml:
+        blocks = list(re.finditer(r"[ \t]*<gpu id=.*?</gpu>\n?", text, re.S))
+        if len(blocks) <= count:
+            return text
+        text = text[:blocks[count].start()] + text[blocks[-1].end():]
+        return re.sub(r"<attached_gpus>\d+</attached_gpus>", f"<attached_gpus>{count}</attached_gpus>", text)
+    heads = list(re.finditer(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", text, re.M))
+    if len(heads) <= count:
+        return text
+    text = text[:heads[count].start()]
+    return re.sub(r"^(Attached GPUs\s+: )\d+", lambda m: f"{m.group(1)}{count}", text, flags=re.M)
+
 
 
 def cmd_ibstat(args: list[str]) -> int:
@@ -418,9 +455,54 @@ def cmd_hccn_tool(args: list[str]) -> int:
     return 0
 
 
-def cmd_nccl_test(args: list[str]) -> int:
-    out(fixture("nccl-tests") or "")
+def cmd_nccl_test(args: list[str], key: str = "nccl-tests", tool: str = "all_reduce_perf") -> int:
+    cfg = load_config()
+    delay(cfg, tool)
+    msg = fault(cfg, tool)
+    if msg:
+        err(msg)
+        return 1
+    text = (fixture(key, cfg) if key != "nccl-tests" else None) or fixture("nccl-tests", cfg) or ""
+    scale = cfg.get("nccl", {}).get("busbw_scale")
+    out(_scale_busbw(text, float(scale)) if scale is not None else text)
     return 0
+
+
+def cmd_mpirun(args: list[str]) -> int:
+    return cmd_nccl_test(args, "nccl-tests-multinode", "mpirun")
+
+
+def _scale_busbw(text: str, scale: float) -> str:
+    """Multiply algbw and busbw of every nccl-tests data row (and the average) by ``scale``."""
+    import re
+
+    tag = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+    row = re.compile(r"^\s*\d+\s+\d+\s+[a-z0-9_]+\s+[a-z]+\s+-?\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
+    num = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.])")
+
+    def scaled(token: str) -> str:
+        return f"{float(token) * scale:.2f}".rjust(len(token))
+
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        bare = tag.sub("", line)
+        if "Avg bus bandwidth" in bare:
+            lines[i] = re.sub(r"(Avg bus bandwidth\s*:\s*)([\d.]+)", lambda m: m.group(1) + scaled(m.group(2)), line)
+            continue
+        if not row.match(bare):
+            continue
+        inside = [m.span() for m in tag.finditer(line)]
+        nums = [m for m in num.finditer(line) if not any(a <= m.start() < b for a, b in inside)]
+        rest = nums[2:]  # after size and count; a root >= 0 is one more number before the timings
+        if len(rest) == 9:
+            rest = rest[1:]
+        if len(rest) != 8:
+            continue
+        for m in sorted((rest[1], rest[2], rest[5], rest[6]), key=lambda m: -m.start()):
+            line = line[:m.start()] + scaled(m.group()) + line[m.end():]
+        lines[i] = line
+    return "\n".join(lines)
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -809,6 +891,8 @@ HANDLERS = {
     "npu-smi": cmd_npu_smi,
     "hccn_tool": cmd_hccn_tool,
     "mf-nccl-test": cmd_nccl_test,
+    "all_reduce_perf": cmd_nccl_test,
+    "mpirun": cmd_mpirun,
     "curl": cmd_curl,
     "mf-install": cmd_mf_install,
     "git": cmd_git,
