@@ -14,7 +14,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,10 @@ class FakeDriver:
     """A fake cloud: nodes become RUNNING after ``boot_seconds``.
 
     ``capacity`` bounds live nodes (a CapacityError past it); ``throttle`` is the fraction of calls
-    answered with a RateLimitedError, to exercise the retry policy.
+    answered with a RateLimitedError, to exercise the retry policy. ``addresses``: private IPs handed
+    to nodes in order of creation (the Nth node ever ordered in this state gets the Nth address;
+    past the list, the default 10.0.x.y), so tests can point nodes at simulated hosts; a spec's
+    ``extra["address"]`` wins over both. Implements the optional ``set_tags`` capability.
     """
 
     name = "fake"
@@ -51,8 +54,10 @@ class FakeDriver:
         capacity: int | None = None,
         throttle: float = 0.0,
         seed: int | None = None,
+        addresses: Sequence[str] | None = None,
     ) -> None:
         self.region = region
+        self._addresses = [str(a) for a in addresses or ()]
         self._path = Path(state_path) if state_path else None
         self._boot = float(boot_seconds)
         self._capacity = capacity
@@ -120,9 +125,11 @@ class FakeDriver:
             st["seq"] += 1
             seq = st["seq"]
             node_id = f"fake-{seq:06d}"
+            address = spec.extra.get("address") or (
+                self._addresses[seq - 1] if seq <= len(self._addresses) else f"10.0.{seq // 250}.{seq % 250 + 1}")
             raw = {"id": node_id, "key": key, "state": "pending", "ready_at": time.time() + self._boot,
                    "zone": spec.zone or f"{self.region}a", "offering": spec.offering,
-                   "private_ip": f"10.0.{seq // 250}.{seq % 250 + 1}", "name": spec.name,
+                   "private_ip": str(address), "name": spec.name,
                    "tags": dict(spec.tags)}
             st["nodes"][node_id] = raw
             st["keys"][key] = node_id
@@ -163,6 +170,16 @@ class FakeDriver:
             if raw is None:
                 raise NotFoundError(f"node {node_id} not found", provider=self.name, code="NotFound")
             raw["state"] = "terminated"
+
+    # -- optional capabilities -----------------------------------------------------------------
+    def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
+        """Add or overwrite ``tags`` on a node (others are kept); NotFoundError for an unknown node."""
+        self._maybe_throttle()
+        with self._state() as st:
+            raw = st["nodes"].get(node_id)
+            if raw is None:
+                raise NotFoundError(f"node {node_id} not found", provider=self.name, code="NotFound")
+            raw["tags"].update({str(k): str(v) for k, v in tags.items()})
 
     # -- test affordances (what a console does out of band) ------------------------------------
     def terminate_out_of_band(self, node_id: str) -> None:
