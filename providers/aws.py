@@ -432,11 +432,13 @@ class AwsDriver:
     # -- order -----------------------------------------------------------------------------
     @staticmethod
     def _tags(spec: NodeSpec) -> dict[str, str]:
+        """The node's tags, sorted: the same spec must give byte-identical requests (ClientToken replays),
+        whatever order its tags arrived in (a Pulumi round trip reorders them)."""
         tags = {"Name": spec.name, **spec.tags}
         tags.update({TAG_CLUSTER: spec.cluster, TAG_INDEX: str(spec.index), TAG_KEY: spec.idempotency_key})
         if spec.public_ip:
             tags[TAG_PUBLIC_IP] = "eip"
-        return tags
+        return dict(sorted(tags.items()))
 
     def _subnet(self, subnet_id: str) -> dict[str, Any]:
         with self._lookup_lock:

@@ -300,3 +300,11 @@ def test_state_table_maps_every_ec2_state_and_falls_back_to_unknown() -> None:
         "stopped": NodeState.STOPPED, "shutting-down": NodeState.TERMINATING, "terminated": NodeState.TERMINATED}
     assert NodeState.map(STATE_TABLE, "hibernating") == NodeState.UNKNOWN
     assert NodeState.map(STATE_TABLE, None) == NodeState.UNKNOWN
+
+
+def test_tag_order_does_not_change_the_request(driver: AwsDriver, emulator: Ec2Emulator, specs: Specs) -> None:
+    [spec] = specs.node_specs(driver)
+    first = driver.order(spec)
+    reordered = dataclasses.replace(spec, tags=dict(reversed(list(spec.tags.items()))))
+    assert list(reordered.tags) != list(spec.tags)
+    assert driver.order(reordered).id == first.id  # a replay, not IdempotentParameterMismatch
