@@ -23,7 +23,8 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     DescribeInstances returns it (moto drops it).
 (b) RunInstances ClientToken idempotency (moto stores the token but launches again): a repeated token
     with the same arguments answers the original reservation and buys nothing; different arguments
-    answer IdempotentParameterMismatch. Held per account/region for the server's life, across requests.
+    answer IdempotentParameterMismatch (whose message, unlike AWS's, names the differing parameters).
+    Held per account/region for the server's life, across requests.
 (c) EFA network cards: each ``NetworkInterfaces`` entry keeps its ``InterfaceType`` (efa) and
     ``NetworkCardIndex`` and is returned by DescribeInstances (moto keys NICs by DeviceIndex alone, so
     31 interfaces at DeviceIndex 1 collapse into one, all typed "interface" on card 0). Like AWS, a launch
@@ -437,6 +438,7 @@ class _Ext:
     """Extension state for one moto EC2 backend (one account/region); reset with the backend."""
 
     tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # ClientToken -> (reservation, args hash)
+    token_args: dict[str, dict[str, Any]] = field(default_factory=dict)  # ClientToken -> first arguments
     placement_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
     block_offerings: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -636,8 +638,12 @@ def install_extensions() -> None:
         if token and token in ext.tokens:
             reservation_id, seen = ext.tokens[token]
             if seen != digest:
+                first = ext.token_args.get(token, {})
+                now = dict(args)
+                differ = sorted(k for k in set(first) | set(now) if first.get(k) != now.get(k))
                 raise fail("IdempotentParameterMismatch", "Arguments on this idempotent request are inconsistent "
-                           "with arguments used in previous request(s).")
+                           f"with arguments used in previous request(s). (emulator: {', '.join(differ[:8])} "
+                           "differ)")
             return ActionResult(self.ec2_backend.reservations[reservation_id])
 
         instance_type = self._get_param("InstanceType", "m1.small")
@@ -696,6 +702,7 @@ def install_extensions() -> None:
                 inst.lifecycle = "capacity-block"
         if token:
             ext.tokens[token] = (reservation.id, digest)
+            ext.token_args[token] = dict(args)
         return result
 
     # -- (c) NICs on every network card --------------------------------------------------------
