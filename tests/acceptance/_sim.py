@@ -1,0 +1,101 @@
+"""Simulated GPU hosts for the live acceptance tests: what each one's shims print, and its faults.
+
+Every fault is a real capture from shared/fixtures with one documented change (see the shim's
+``edits``, ``nccl.busbw_scale`` and ``gpu.count`` knobs); nothing here prints a made-up result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from metalfleet.bootstrap.inventory import Inventory
+
+from ..hosts.harness import HostFleet, SimHost, start_hosts
+from ._fixtures import FIXTURES, read_fixture
+
+H100_Q = "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt"
+H100_TOPO = "topo/8x-h100-nv18-no-nic-legend-omitted.txt"
+P5_NCCL = "nccl-tests/p5-2node-16xh100-efa-ofi-nccl2.22-mpirun-tagged-debug-info.txt"
+IB_STAT = "infiniband/ibstat-h100-8x-cx7-ib400-plus-bf3-eth.txt"
+#: No NCCL_DEBUG lines and a 10-node run: for fake.8xh100 (no multi-node baseline) transport and busbw skip.
+IB_NCCL = "nccl-tests/10node-80xh100-all_reduce-nccltests2.17.8-maxbytes-reduced.txt"
+
+#: What a bootstrapped node has: the driver package (the nvidia module is loaded by ``make_ready``).
+_DRIVER = {"preinstalled": {"nvidia-driver-550": "550.90.07-0ubuntu1"}}
+
+#: A healthy p5.48xlarge: 8x H100 -q, NV18 topology, the p5 2-node EFA run with NCCL_DEBUG=INFO
+#: (NET/OFI, 32 EFA NICs, 488 GB/s). No nvlink -s capture exists for H100 SXM, so that probe fails
+#: (not installed/no fixture) and the gate has no nvlink-links evidence (not a required check).
+P5 = {**_DRIVER, "fixtures": {"nvidia-smi-q": H100_Q, "topo": H100_TOPO, "nccl-tests": P5_NCCL}}
+
+#: A healthy fake.8xh100 (InfiniBand 8 x 400G): the same GPUs, 8 Active 400G IB ports (plus a BF3
+#: Ethernet port the gate ignores).
+IB = {**_DRIVER, "fixtures": {"nvidia-smi-q": H100_Q, "topo": H100_TOPO, "ibstat": IB_STAT, "nccl-tests": IB_NCCL}}
+
+
+def topo_link_edits(a: int = 0, b: int = 3, link: str = "SYS") -> list[list[str]]:
+    """Shim edits that make GPU<a><->GPU<b> a ``link`` path in the NV18 capture (both cells)."""
+    rows = read_fixture(H100_TOPO).splitlines()
+
+    def cell(row: int, col: int) -> list[str]:
+        line = rows[row + 1]
+        cells = line.split()
+        start = 0
+        for i in range(col + 2):  # the row label, then columns 0..col
+            start = line.index(cells[i], start) + (len(cells[i]) if i < col + 1 else 0)
+        return [line[:start + 4], line[:start] + link.ljust(4)]
+
+    return [cell(a, b), cell(b, a)]
+
+
+#: One Down port on the first CA (mlx5_0).
+IB_PORT_DOWN = {"edits": {"ibstat": [["State: Active", "State: Down", 1],
+                                     ["Physical state: LinkUp", "Physical state: Polling", 1]]}}
+#: NCCL fell back to sockets: the "Using network" lines of the same run say Socket.
+NET_SOCKET = {"edits": {"nccl-tests": [["Using network AWS Libfabric", "Using network Socket"]]}}
+
+
+def make_ready(hosts: Sequence[SimHost]) -> None:
+    """What a finished bootstrap leaves for the probes: the nvidia module loaded."""
+    for sim in hosts:
+        with sim.edit_state() as st:
+            if "nvidia" not in st["modules"]:
+                st["modules"].append("nvidia")
+
+
+def inventory(fleet: HostFleet, hosts: Sequence[SimHost] | None = None, **overrides: Any) -> Inventory:
+    """The fleet's hosts with short connect retries (an unreachable host must not stall a test)."""
+    chosen = list(hosts if hosts is not None else fleet.hosts)
+    inv = fleet.inventory(hosts=chosen, **overrides)
+    ssh = fleet.ssh_options(pinned_keys={h.address: [h.host_key] for h in chosen}, connect_attempts=1,
+                            connect_deadline=5)
+    return Inventory(inv.hosts, ssh)
+
+
+def requires_sim() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("simulated hosts need root (sshd, the mfnode user)")
+    if not FIXTURES.is_dir():
+        pytest.skip(f"shared fixtures not present at {FIXTURES}")
+
+
+def fleet_starter() -> Iterator[Callable[..., HostFleet]]:
+    """start(n, config, profile="p5") -> a ready HostFleet; all stopped at the end."""
+    requires_sim()
+    fleets: list[HostFleet] = []
+
+    def start(n: int, config: Any, profile: str = "p5") -> HostFleet:
+        fleet = start_hosts(n, profile, config=config)
+        fleets.append(fleet)
+        make_ready(fleet.hosts)
+        return fleet
+
+    try:
+        yield start
+    finally:
+        for f in fleets:
+            f.stop()
