@@ -1,6 +1,11 @@
 """argparse subcommands ``parse`` and ``verify`` (wired into the main CLI elsewhere).
 
+``verify`` judges either saved outputs (``--from-dir DIR --offering NAME``) or live nodes over SSH:
+an inventory file (``metalfleet verify hosts.yaml``) or a cluster spec, whose hosts are the
+provider's live nodes of that cluster (``metalfleet verify cluster.yaml --driver-config KEY=VALUE``).
+
 Handlers return an exit code: 0 pass, 1 acceptance failed, 2 usage or parse error.
+Also runnable alone: ``python -m metalfleet.bootstrap.acceptance.cli verify ...``.
 """
 
 from __future__ import annotations
@@ -31,12 +36,35 @@ def add_cli_commands(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the parsed result as JSON")
     p.set_defaults(func=cmd_parse)
 
-    v = subparsers.add_parser("verify", help="judge a directory of saved outputs against an offering baseline",
-                              description="Judge saved outputs (see metalfleet.bootstrap.acceptance.offline for "
-                                          "file naming) against an offering's acceptance baseline.")
-    v.add_argument("--from-dir", required=True, metavar="DIR", dest="from_dir")
-    v.add_argument("--offering", required=True, metavar="NAME", help="one of: " + ", ".join(known_offerings()))
+    v = subparsers.add_parser(
+        "verify", help="acceptance-check live nodes (INVENTORY or SPEC) or a directory of saved outputs",
+        description="Run the acceptance checks on every host of an inventory file, or on the provider's live "
+                    "nodes of a cluster spec, and judge each against its offering's baseline; or judge saved "
+                    "outputs (--from-dir; see metalfleet.bootstrap.acceptance.offline for file naming). "
+                    "Exit 0 when every node passes, 1 when any fails, 2 on a usage error.")
+    v.add_argument("target", nargs="?", metavar="INVENTORY|SPEC",
+                   help="inventory YAML (hosts:) or cluster spec YAML (provider:, count:)")
+    v.add_argument("--from-dir", metavar="DIR", dest="from_dir", help="judge saved outputs instead of live nodes")
+    v.add_argument("--offering", metavar="NAME",
+                   help="baseline to judge against (required with --from-dir; live: instead of each host's own); "
+                        "one of: " + ", ".join(known_offerings()))
     v.add_argument("--node", metavar="NAME", help="node name in reports (default: the directory name)")
+    v.add_argument("--limit", action="append", metavar="HOST",
+                   help="live: only hosts matching a name/address glob or label=value (repeatable)")
+    v.add_argument("--save-dir", metavar="DIR", dest="save_dir",
+                   help="live: save every host's raw outputs under DIR/<host>/ (re-judge with --from-dir)")
+    v.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE", dest="driver_config",
+                   help="SPEC: non-secret driver setting (credentials come from the environment)")
+    v.add_argument("--quarantine-file", metavar="FILE", dest="quarantine_file",
+                   help="live: record failed hosts there (label acceptance=quarantined) and drop hosts that pass")
+    v.add_argument("--tag-failed", action="store_true", dest="tag_failed",
+                   help="SPEC: tag failed nodes metalfleet:acceptance=quarantined through the driver")
+    v.add_argument("--no-nccl", action="store_true", dest="no_nccl", help="live: skip all_reduce_perf")
+    v.add_argument("--no-multi-node", action="store_true", dest="no_multi_node",
+                   help="live: skip the all_reduce across nodes")
+    v.add_argument("--dcgm", type=int, choices=(0, 1, 2), default=0, help="live: also run dcgmi diag -r N")
+    v.add_argument("--workers", type=int, default=32, help="live: hosts checked at once (default 32)")
+    v.add_argument("-v", "--verbose", action="store_true", help="live: show every probe as it finishes")
     v.add_argument("--threshold", type=float, metavar="FRACTION", help="pass fraction of baseline (default 0.9)")
     v.add_argument("--override", action="append", default=[], metavar="PATH=JSON",
                    help="override a baseline field, e.g. nccl.all_reduce.intra_node_ring_busbw_gbs=300")
@@ -94,6 +122,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.from_dir and args.target:
+        print("error: give INVENTORY|SPEC or --from-dir DIR, not both", file=sys.stderr)
+        return 2
+    if not args.from_dir:
+        if not args.target:
+            print("error: verify needs INVENTORY|SPEC, or --from-dir DIR --offering NAME", file=sys.stderr)
+            return 2
+        return _verify_live(args)
+    if not args.offering:
+        print("error: --from-dir needs --offering NAME", file=sys.stderr)
+        return 2
     try:
         verdict = verify_dir(args.from_dir, args.offering, _overrides(args) or None, node=args.node)
     except ParseError as exc:
@@ -116,3 +155,127 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for c in verdict.checks:
             print(f"  {c.status.upper():4s}  {c.name}: {c.reason}")
     return 0 if verdict.passed else 1
+
+
+# --------------------------------------------------------------------------------------------- live
+
+
+class _Progress:
+    """Host-done lines on stderr (every probe with -v)."""
+
+    def __init__(self, verbose: bool) -> None:
+        from ..progress import TerminalProgress
+
+        self.term = TerminalProgress(sys.stderr, verbose=verbose)
+        self.verbose = verbose
+
+    def __call__(self, ev: Any) -> None:
+        if ev.kind == "host-done" or self.verbose:
+            self.term(ev)
+
+
+def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any],
+                                                                                       Any]:
+    """(inventory, overrides, (driver, nodes) or None) for an inventory or a cluster spec file."""
+    import yaml
+
+    from ..inventory import hosts_from_spec, parse_inventory
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read {p}: {exc.strerror}", field="path", value=str(p)) from exc
+    except yaml.YAMLError as exc:
+        raise InvalidSpecError(f"{p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
+    if isinstance(doc, dict) and "hosts" in doc:
+        return parse_inventory(doc, str(p)), overrides, None
+    if not (isinstance(doc, dict) and "provider" in doc):
+        raise InvalidSpecError(f"{p} is neither an inventory (hosts:) nor a cluster spec (provider:, count:)",
+                               field="path", value=str(p))
+    from metalfleet.providers.fleet import resolve_offering
+    from metalfleet.providers.models import NodeState
+    from metalfleet.providers.registry import get_driver
+    from metalfleet.providers.spec import parse_spec
+
+    from .quarantine import spec_overrides
+
+    spec = parse_spec(doc, str(p))
+    config: dict[str, Any] = {}
+    for item in args.driver_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidSpecError(f"--driver-config takes KEY=VALUE, got {item!r}", field="driver-config",
+                                   value=item)
+        config[key] = json.loads(value) if value[:1] in "[{0123456789" or value in ("true", "false") else value
+    driver = get_driver(spec.provider, region=spec.region, **config)
+    nodes = [n for n in driver.list_nodes(spec.name) if n.state == NodeState.RUNNING and n.private_ip]
+    if not nodes:
+        raise InvalidSpecError(f"cluster {spec.name} has no running node on {spec.provider} to check",
+                               field="name", value=spec.name)
+    inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
+    merged = spec_overrides(spec)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return inventory, merged, (driver, nodes)
+
+
+def _verify_live(args: argparse.Namespace) -> int:
+    from metalfleet.providers.errors import MetalfleetError
+
+    from .live import format_table, run_acceptance
+    from .probes import AcceptanceOptions
+    from .quarantine import ACCEPTANCE_TAG, REASON_TAG, tag_node, write_quarantine
+
+    try:
+        inventory, overrides, cloud = _load_target(args.target, args, _overrides(args))
+        options = AcceptanceOptions(nccl=not args.no_nccl, multi_node=not args.no_multi_node,
+                                    dcgm_level=args.dcgm)
+        from ..runner import select_hosts
+
+        if args.limit and not select_hosts(inventory.hosts, args.limit):
+            print(f"error: --limit {' '.join(args.limit)} matches no host of {args.target}", file=sys.stderr)
+            return 2
+        report = run_acceptance(inventory, offering=args.offering, overrides=overrides or None,
+                                progress=_Progress(args.verbose), max_workers=max(1, args.workers),
+                                limit=args.limit, options=options, save_dir=args.save_dir)
+    except InvalidSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MetalfleetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if cloud is not None:
+        driver, nodes = cloud
+        by_addr = {n.private_ip: n for n in nodes}
+        for n in report.nodes:
+            node = by_addr.get(n.address)
+            n.node_id = node.id if node else None
+            if args.tag_failed and node is not None and not n.passed:
+                try:
+                    if not tag_node(driver, node.id, {ACCEPTANCE_TAG: "quarantined", REASON_TAG: n.reason[:255]}):
+                        print(f"note: driver {driver.name} cannot tag nodes; {node.id} not tagged", file=sys.stderr)
+                except MetalfleetError as exc:
+                    print(f"error: tagging {node.id} failed: {exc}", file=sys.stderr)
+    if args.quarantine_file:
+        write_quarantine(report, args.quarantine_file)
+    if args.junit:
+        Path(args.junit).write_text(report.to_junit(), encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(report.to_markdown(), encoding="utf-8")
+    print(report.to_json() if args.json else format_table(report))
+    return 0 if report.passed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="metalfleet", description="metalfleet acceptance commands")
+    add_cli_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
