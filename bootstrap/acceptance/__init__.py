@@ -2,11 +2,53 @@
 
 A node joins the cluster only after it proves it is healthy (GPU count/model/ECC, links up, fabric
 ports active) and fast (all_reduce bus bandwidth within the threshold of the offering's baseline).
+
+Pure parts (parsers, gate, reports, offline) import nothing outside the standard library and
+``providers.errors``. The live parts load on first use (they need the SSH connector):
+:func:`run_acceptance` and :func:`format_table` (:mod:`.live`), :class:`AcceptanceOptions`
+(:mod:`.probes`), :func:`accept_cluster` and the quarantine file (:mod:`.quarantine`).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .baselines import known_offerings, load_baselines, resolve_baseline
 from .gate import CHECK_NAMES, CheckResult, Verdict, judge
 
-__all__ = ["CHECK_NAMES", "CheckResult", "Verdict", "judge", "known_offerings", "load_baselines", "resolve_baseline"]
+if TYPE_CHECKING:
+    from .live import AcceptanceReport, NodeAcceptance, format_table, run_acceptance
+    from .probes import AcceptanceOptions
+    from .quarantine import AcceptanceOutcome, accept_cluster, write_quarantine
+
+__all__ = [
+    "CHECK_NAMES",
+    "AcceptanceOptions",
+    "AcceptanceOutcome",
+    "AcceptanceReport",
+    "CheckResult",
+    "NodeAcceptance",
+    "Verdict",
+    "accept_cluster",
+    "format_table",
+    "judge",
+    "known_offerings",
+    "load_baselines",
+    "resolve_baseline",
+    "run_acceptance",
+    "write_quarantine",
+]
+
+_LAZY = {
+    "AcceptanceReport": ".live", "NodeAcceptance": ".live", "format_table": ".live", "run_acceptance": ".live",
+    "AcceptanceOptions": ".probes",
+    "AcceptanceOutcome": ".quarantine", "accept_cluster": ".quarantine", "write_quarantine": ".quarantine",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

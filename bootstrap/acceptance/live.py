@@ -305,11 +305,35 @@ def _annotate(verdict: Verdict, results: Sequence[ProbeResult], probes: Sequence
 
 def _read(probe: Probe, out: ProbeOutput) -> ProbeResult:
     res = ProbeResult(probe.name, probe.label, out.rc, out.seconds, stdout=out.stdout, stderr=out.stderr)
-    problem = probe.problem(out)
-    if problem:
-        res.error = problem
-        return res
+    res.error = probe.problem(out)
     return res
+
+
+def _untrusted_exits(verdict: Verdict, probes: Sequence[Probe], results: Sequence[ProbeResult]) -> Verdict:
+    """A tool that printed results but exited non-zero, with none of its checks failing, fails its first check.
+
+    nccl-tests and dcgmi exit non-zero when they found a problem, and the gate usually names it; a
+    crash after the last row (or a failure the parser does not know) would otherwise pass unseen.
+    """
+    checks = list(verdict.checks)
+    for probe, res in zip(probes, results, strict=True):
+        if not res.is_evidence or res.rc == 0 or not probe.checks:
+            continue
+        if any(c.name in probe.checks and not c.passed for c in checks):
+            continue
+        name = probe.checks[0]
+        tail = res.stderr.strip().splitlines()[-1:] or res.stdout.strip().splitlines()[-1:]
+        why = f"{probe.label} exited {res.rc} after printing its results" + (f" ({tail[0].strip()[:200]})"
+                                                                              if tail else "")
+        bad = CheckResult(name, False, f"{why}; its output is not trusted", res.rc, 0, FAIL)
+        at = next((i for i, c in enumerate(checks) if c.name == name), None)
+        if at is None:
+            checks.append(bad)
+        else:
+            checks[at] = bad
+    if checks == list(verdict.checks):
+        return verdict
+    return replace(verdict, checks=tuple(checks), passed=all(c.passed for c in checks))
 
 
 def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | None, probes: Sequence[Probe],
@@ -321,7 +345,7 @@ def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | No
         try:
             kind, value = probe.evidence(ProbeOutput(res.rc, res.stdout))
         except ParseError as exc:
-            res.error = f"output not understood: {exc}"
+            res.error = (f"exited {res.rc}; " if res.rc else "") + f"output not understood: {exc}"
             continue
         res.kind = kind
         res.file = probe.file_for(kind)
@@ -329,7 +353,7 @@ def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | No
             res.error = None  # evidence despite the status (nccl-tests/dcgmi report problems that way)
         facts.setdefault(kind, []).append(value)
     verdict = judge(baseline_name, facts, dict(overrides) if overrides else None, node=name)
-    return _annotate(verdict, results, probes)
+    return _untrusted_exits(_annotate(verdict, results, probes), probes, results)
 
 
 def _save(folder: Path, node: NodeAcceptance) -> None:

@@ -52,7 +52,8 @@ class AcceptanceOptions:
     multi_node: bool = True
     multi_node_timeout: float = 1800.0
     mpirun: str = "mpirun"
-    #: Extra mpirun arguments (before the program), e.g. ("--mca", "btl_tcp_if_include", "eth0").
+    #: Extra mpirun arguments (before the program), e.g. ("--mca", "btl_tcp_if_include", "eth0");
+    #: word-split on the node, so no spaces inside one argument.
     mpirun_args: tuple[str, ...] = ("--bind-to", "none")
     #: Where the launching node keeps the hostfile (``~`` is the login user's home).
     hostfile_path: str = "~/.metalfleet/acceptance-hostfile"

@@ -299,3 +299,31 @@ def test_an_unknown_or_missing_offering_is_refused_before_connecting() -> None:
         run_acceptance([Host(name="n", address="10.0.0.1")])
     with pytest.raises(InvalidSpecError, match="unknown baseline field"):
         run_acceptance([_host("p5.48xlarge")], overrides={"nope": 1})
+
+
+def test_results_from_a_tool_that_exited_non_zero_are_not_trusted_unless_a_check_explains_it() -> None:
+    from metalfleet.bootstrap.acceptance.live import ProbeResult, _judge_host
+
+    from ._fixtures import read_fixture
+    from ._sim import H100_Q, H100_TOPO, P5_NCCL
+
+    probes = [p for p in plan_probes(_host("p5.48xlarge"), resolve_baseline("p5.48xlarge"))
+              if p.name in ("nvidia-smi", "topo", "all_reduce_perf")]
+
+    def judged(nccl_text: str, rc: int) -> Any:
+        outs = [(0, read_fixture(H100_Q), ""), (0, read_fixture(H100_TOPO), ""), (rc, nccl_text, "Segmentation fault")]
+        results = [ProbeResult(p.name, p.label, r, stdout=o, stderr=e)
+                   for p, (r, o, e) in zip(probes, outs, strict=True)]
+        return _judge_host("n", "p5.48xlarge", None, probes, results)
+
+    nccl = read_fixture(P5_NCCL)
+    assert judged(nccl, 0).passed
+    v = judged(nccl, 139)
+    assert [c.name for c in v.failures] == ["nccl-correctness"]
+    assert v.check("nccl-correctness").reason == (  # type: ignore[union-attr]
+        "NCCL_DEBUG=INFO all_reduce_perf -b 8 -e 16G -f 2 -g 8 exited 139 after printing its results "
+        "(Segmentation fault); its output is not trusted")
+    assert v.check("allreduce-busbw").passed  # type: ignore[union-attr]
+    # A failure the gate names explains the status: no second verdict on top of it.
+    wrong = judged(nccl.replace("Out of bounds values : 0 OK", "Out of bounds values : 3 FAILED"), 1)
+    assert [c.reason for c in wrong.failures] == ["nccl-tests: out of bounds values 3 FAILED"]
