@@ -6,7 +6,8 @@ ibstat, fi_info, mdadm, mkfs.xfs, mount, lsblk, nvme, reboot, sudo, curl, git, m
 directory that the simulated host's sshd puts first on PATH. Runs under the system /usr/bin/python3
 (standard library only, -I -S: no user site, no pyenv).
 
-Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root for the steps):
+Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root for the steps unless
+``$MF_FS_ROOT`` names another, e.g. ``/`` on a VM-mode host; see tests/hosts/vm.py):
   config.json   behaviour, editable by tests: fixture profile, GPU count, NVMe, faults, delays
   state.json    what a real install would leave: packages, modules, units, arrays, filesystems, mounts
   log/invocations.jsonl   one JSON line per shim call: {"t", "argv"}
@@ -38,6 +39,10 @@ import time
 # Only cheap modules at the top: every tool call starts this script (re, tarfile, uuid load lazily).
 
 ROOT = os.environ.get("MF_ROOT", "")
+#: The node's filesystem as the steps see it (files tools install, fstab, modules-load.d, the
+#: reboot-required marker). The sandbox itself by default; "/" on a VM-mode host, whose sandbox only
+#: holds the state and whose /proc is the sandbox's proc/ views.
+FS = os.environ.get("MF_FS_ROOT", "")
 FIXTURES = os.environ.get("MF_FIXTURES", "")
 
 # --------------------------------------------------------------------------------------------
@@ -48,6 +53,21 @@ def _p(*parts: str) -> str:
     return os.path.join(ROOT, *parts)
 
 
+def _f(*parts: str) -> str:
+    """A path on the node's filesystem."""
+    return os.path.join(FS or ROOT, *parts)
+
+
+def _marker(fs_root: str) -> str:
+    """``var/run/reboot-required`` under ``fs_root``, with a ``var/run -> /run`` link taken inside it."""
+    var_run = os.path.join(fs_root, "var", "run")
+    if os.path.islink(var_run):
+        target = os.readlink(var_run)
+        var_run = os.path.join(fs_root, target.lstrip("/")) if target.startswith("/") else \
+            os.path.join(fs_root, "var", target)
+    return os.path.join(var_run, "reboot-required")
+
+
 def load_config(root: str | None = None) -> dict:
     with open(os.path.join(root or ROOT, "config.json")) as fh:
         return json.load(fh)
@@ -56,8 +76,9 @@ def load_config(root: str | None = None) -> dict:
 class state:
     """Locked read-modify-write of state.json (a dpkg-lock-like mutex for the whole host)."""
 
-    def __init__(self, root: str | None = None) -> None:
+    def __init__(self, root: str | None = None, fs_root: str | None = None) -> None:
         self.root = root or ROOT
+        self.fs_root = fs_root or (FS or ROOT if root is None else root)
         self.path = os.path.join(self.root, "state.json")
 
     def __enter__(self) -> dict:
@@ -74,7 +95,7 @@ class state:
                 with open(tmp, "w") as fh:
                     json.dump(self.st, fh, indent=1, sort_keys=True)
                 os.replace(tmp, self.path)
-                write_views(self.st, self.root)
+                write_views(self.st, self.root, self.fs_root)
         finally:
             self.lock.close()
 
@@ -84,7 +105,7 @@ def read_state(root: str | None = None) -> dict:
         return json.load(fh)
 
 
-def write_views(st: dict, root: str) -> None:
+def write_views(st: dict, root: str, fs_root: str | None = None) -> None:
     lines = [" ".join(m) + " 0 0" for m in st["mounts"]]
     _write(os.path.join(root, "proc", "mounts"), "".join(line + "\n" for line in lines))
     md = ["Personalities : [raid0] [linear] [multipath] [raid1] [raid6] [raid5] [raid4] [raid10] "]
@@ -96,7 +117,7 @@ def write_views(st: dict, root: str) -> None:
     md.append("unused devices: <none>")
     _write(os.path.join(root, "proc", "mdstat"), "\n".join(md) + "\n")
     _write(os.path.join(root, "proc", "sys", "kernel", "random", "boot_id"), st["boot_id"] + "\n")
-    marker = os.path.join(root, "var", "run", "reboot-required")
+    marker = _marker(fs_root or root)
     if st.get("reboot_required"):
         _write(marker, "*** System restart required ***\n")
     elif os.path.exists(marker):
@@ -124,7 +145,6 @@ def fixture(key: str, cfg: dict | None = None) -> str | None:
             err(f"mfshim: edit {old!r} not found in fixture {rel}")
         text = text.replace(old, new, int(edit[2]) if len(edit) > 2 else -1)
     return text
-
 
 
 def out(text: str) -> None:
@@ -410,7 +430,6 @@ def _limit_gpus(text: str, count: int, xml: bool) -> str:
     return re.sub(r"^(Attached GPUs\s+: )\d+", lambda m: f"{m.group(1)}{count}", text, flags=re.M)
 
 
-
 def cmd_ibstat(args: list[str]) -> int:
     text = fixture("ibstat")
     if text is None:
@@ -504,7 +523,6 @@ def _scale_busbw(text: str, scale: float) -> str:
     return "\n".join(lines)
 
 
-
 # --------------------------------------------------------------------------------------------
 # installers
 
@@ -561,10 +579,10 @@ def cmd_mf_install(args: list[str]) -> int:
     with state() as st:
         st["installed"][kind] = version
         if kind == "efa":
-            _write(_p("opt", "amazon", "efa_installed_packages"),
+            _write(_f("opt", "amazon", "efa_installed_packages"),
                    f"# EFA installer version: {version}\n# Debug packages installed: no\n"
                    "# Packages installed:\nefa-config efa-profile libfabric-aws openmpi4-aws-cuda ibacm\n")
-            _write(_p("opt", "amazon", "ofi-nccl", "lib", "libnccl-net.so"), "")
+            _write(_f("opt", "amazon", "ofi-nccl", "lib", "libnccl-net.so"), "")
             if "efa" not in st["modules"]:
                 st["modules"].append("efa")
             out("===================================================\nEFA installation complete.\n")
@@ -573,11 +591,11 @@ def cmd_mf_install(args: list[str]) -> int:
             if "erdma" not in st["modules"]:
                 st["modules"].append("erdma")
         elif kind == "ascend-driver":
-            _write(_p("usr", "local", "Ascend", "driver", "version.info"), f"Version={version}\n")
+            _write(_f("usr", "local", "Ascend", "driver", "version.info"), f"Version={version}\n")
         elif kind == "ascend-firmware":
-            _write(_p("usr", "local", "Ascend", "firmware", "version.info"), f"Version={version}\n")
+            _write(_f("usr", "local", "Ascend", "firmware", "version.info"), f"Version={version}\n")
         elif kind == "ascend-cann":
-            _write(_p("usr", "local", "Ascend", "ascend-toolkit", "latest", "aarch64-linux",
+            _write(_f("usr", "local", "Ascend", "ascend-toolkit", "latest", "aarch64-linux",
                       "ascend_toolkit_install.info"), f"package_name=Ascend-cann-toolkit\nversion={version}\n")
     return 0
 
@@ -749,7 +767,7 @@ NETWORK_FS = ("lustre", "nfs", "nfs4", "gpfs", "mount-s3", "fuse", "fuse.s3fs")
 
 def fstab_entries(root: str | None = None) -> list[list[str]]:
     try:
-        with open(os.path.join(root or ROOT, "etc", "fstab")) as fh:
+        with open(os.path.join(root or FS or ROOT, "etc", "fstab")) as fh:
             lines = fh.read().splitlines()
     except FileNotFoundError:
         return []
@@ -819,13 +837,17 @@ def cmd_blkid(args: list[str]) -> int:
 # boot (called by the harness while the host's sshd is down)
 
 
-def boot(root: str) -> None:
-    """What a boot does to the state: new boot id, /run cleared, modules and units, fstab mounted."""
+def boot(root: str, fs_root: str | None = None) -> None:
+    """What a boot does to the state: new boot id, /run cleared, modules and units, fstab mounted.
+
+    ``root``: the sandbox (state); ``fs_root``: the node's filesystem (default: the sandbox).
+    """
     import uuid
 
-    global ROOT
+    global ROOT, FS
     ROOT = root
-    with state(root) as st:
+    FS = fs_root or root
+    with state(root, FS) as st:
         st["boot_id"] = str(uuid.uuid4())
         st["boots"] = st.get("boots", 0) + 1
         st["reboot_required"] = False
@@ -836,19 +858,23 @@ def boot(root: str) -> None:
         for m in ("efa", "erdma"):
             if m in avail:
                 mods.append(m)
-        conf_dir = os.path.join(root, "etc", "modules-load.d")
+        conf_dir = os.path.join(FS, "etc", "modules-load.d")
         if os.path.isdir(conf_dir):
             for name in sorted(os.listdir(conf_dir)):
-                with open(os.path.join(conf_dir, name)) as fh:
-                    for line in fh:
-                        m = line.strip().replace("-", "_")
-                        if m and not m.startswith("#") and m in avail and m not in mods:
-                            mods.append(m)
+                try:
+                    with open(os.path.join(conf_dir, name)) as fh:
+                        lines = fh.read().splitlines()
+                except OSError:  # e.g. Debian's modules.conf -> ../modules with no /etc/modules
+                    continue
+                for line in lines:
+                    m = line.strip().replace("-", "_")
+                    if m and not m.startswith("#") and m in avail and m not in mods:
+                        mods.append(m)
         st["modules"] = mods
         for name, u in st["units"].items():
             u["active"] = bool(u["enabled"]) and (not _unit_needs_driver(name) or "nvidia" in mods)
         st["mounts"] = [m for m in st["mounts"] if m[1] == "/"]
-        for e in fstab_entries(root):
+        for e in fstab_entries(FS):
             if e[1] != "/":
                 do_mount(st, e[0], e[1], e[2], e[3])
     for name in os.listdir(os.path.join(root, "run")):
