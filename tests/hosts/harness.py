@@ -22,6 +22,10 @@ Each host has
 ``reboot`` (the shim) asks the harness to reboot the host: its sshd and every session are killed,
 the host stays unreachable for ``reboot_down_seconds`` (config, default 1.5 s), the shims' boot
 logic runs (new boot id, modules, units, fstab mounts), and sshd starts again with the same key.
+
+VM mode (``start_hosts(n, profile, vm=True)``, or one host on demand with
+``tests.hosts.vm.boot_vm_host``): each host is its own machine at "/" (an overlay of this machine's
+root in private namespaces), for product code that uses ``Host.fs_root = "/"``; see tests/hosts/vm.py.
 """
 
 from __future__ import annotations
@@ -84,6 +88,20 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "fi_info": "efa/fi_info-efa-multi-rdmap-head-n20-truncated.txt",
                 "nvme-list": "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt",
                 "nccl-tests": "nccl-tests/p5-2node-efa-srun-labelled-size-table.txt",
+            },
+        },
+    },
+    "p4d": {  # p4d / p4de: 8x A100 SXM4 on NVSwitch, 4 EFA cards, 8 NVMe (no A100 default-table capture)
+        "provider": "aws", "offering": "p4de.24xlarge",
+        "config": {
+            "gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA A100-SXM4-80GB"},
+            "nvme": {"count": 8, "size": 1000 * 1000**3, "model": "Amazon EC2 NVMe Instance Storage"},
+            "fixtures": {
+                "topo": "topo/8x-a800-sxm4-nv8-4nic-mlx5.txt",
+                "nvlink": "nvlink/8x-a100-sxm4-80gb-nvlink-status.txt",
+                "fi_info": "efa/fi_info-efa-multi-rdmap-head-n20-truncated.txt",
+                "nvme-list": "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt",
+                "nccl-tests": "nccl-tests/4x-dgx-a100-slurm-oldformat-table.txt",
             },
         },
     },
@@ -350,6 +368,7 @@ class HostFleet:
         self.profile = profile
         self.hosts: list[SimHost] = []
         self.client_key = base / "client_ed25519"
+        self.bin_dir = base / "bin"
         self.known_hosts = base / "known_hosts"
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -461,6 +480,16 @@ Subsystem sftp internal-sftp
 """
 
 
+def host_config(profile: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """config.json of a host of ``profile`` with ``extra`` merged in (dict values one level deep)."""
+    cfg: dict[str, Any] = json.loads(json.dumps(PROFILES[profile]["config"]))
+    cfg.update({"profile": profile, "reboot_down_seconds": 1.5, "delays": {}, "fail": {},
+                "fixtures_dir": str(FIXTURES)})
+    for k, v in dict(extra or {}).items():
+        cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
+    return cfg
+
+
 def _initial_state(cfg: dict[str, Any]) -> dict[str, Any]:
     st: dict[str, Any] = {"packages": {}, "held": [], "modules": [], "units": {}, "md": {}, "fs": {},
                           "mounts": [["/dev/nvme0n1p1", "/", "ext4", "rw,relatime,discard"]], "installed": {},
@@ -478,25 +507,13 @@ def _initial_state(cfg: dict[str, Any]) -> dict[str, Any]:
     return st
 
 
-def start_hosts(
-    n: int,
-    fixtures_profile: str = "p5",
-    *,
-    config: Mapping[str, Any] | Callable[[int], Mapping[str, Any]] | None = None,
-    base_dir: str | os.PathLike[str] | None = None,
-    name_prefix: str = "node",
-) -> HostFleet:
-    """Start ``n`` simulated hosts with the given fixture profile; returns a :class:`HostFleet`.
-
-    ``config``: extra config.json values for every host, or a function of the host index (e.g.
-    ``lambda i: {"gpu": {"count": 7}} if i == 2 else {}``).
-    """
+def new_fleet(fixtures_profile: str, base_dir: str | os.PathLike[str] | None = None) -> HostFleet:
+    """An empty fleet: its folder, client key, authorized_keys and shim bin dir (no hosts yet)."""
     if fixtures_profile not in PROFILES:
         raise HarnessError(f"unknown fixtures profile {fixtures_profile!r}; known: {sorted(PROFILES)}")
     if not FIXTURES.is_dir():
         raise HarnessError(f"fixtures folder {FIXTURES} not found (shared/ must sit beside the repo)")
     sshd = ensure_sshd()
-    prof = PROFILES[fixtures_profile]
     base = Path(tempfile.mkdtemp(prefix="mf-hosts-", dir=base_dir))
     os.chmod(base, 0o755)
     fleet = HostFleet(base, sshd, fixtures_profile)
@@ -504,7 +521,7 @@ def start_hosts(
         _keygen(fleet.client_key, "metalfleet-test-client")
         (base / "authorized_keys").write_text(Path(f"{fleet.client_key}.pub").read_text())
         os.chmod(base / "authorized_keys", 0o644)
-        bin_dir = base / "bin"
+        bin_dir = fleet.bin_dir
         bin_dir.mkdir()
         shim = bin_dir / "mfshim.py"
         shutil.copy(SHIM, shim)
@@ -515,6 +532,39 @@ def start_hosts(
             if name != "sudo":
                 (bin_dir / name).symlink_to("mfshim.py")
         os.chmod(bin_dir, 0o755)
+    except BaseException:
+        fleet.stop()
+        raise
+    return fleet
+
+
+def start_hosts(
+    n: int,
+    fixtures_profile: str = "p5",
+    *,
+    config: Mapping[str, Any] | Callable[[int], Mapping[str, Any]] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+    name_prefix: str = "node",
+    vm: bool = False,
+    users: tuple[str, ...] | None = None,
+) -> HostFleet:
+    """Start ``n`` simulated hosts with the given fixture profile; returns a :class:`HostFleet`.
+
+    ``config``: extra config.json values for every host, or a function of the host index (e.g.
+    ``lambda i: {"gpu": {"count": 7}} if i == 2 else {}``).
+
+    ``vm=True``: VM-mode hosts (tests/hosts/vm.py): each its own machine at "/" (overlay root,
+    private namespaces), logins ``users`` (default ubuntu, mfnode), ``Host.fs_root`` "/".
+    """
+    if vm:
+        from .vm import VM_USERS, start_vm_hosts
+
+        return start_vm_hosts(n, fixtures_profile, config=config, base_dir=base_dir, name_prefix=name_prefix,
+                              users=users or VM_USERS)
+    fleet = new_fleet(fixtures_profile, base_dir)
+    prof = PROFILES[fixtures_profile]
+    bin_dir = fleet.bin_dir
+    try:
         for attempt in range(20):
             fleet_octet = next(_FLEET_SEQ) % 250 + 1
             try:
@@ -550,12 +600,7 @@ def _start_all(fleet: HostFleet, n: int, prof: dict[str, Any], config: Any, pref
         for d in ("etc/modules-load.d", "etc/mdadm", "proc/sys/kernel/random", "run", "var/run", "log", "opt", "tmp"):
             (root / d).mkdir(parents=True, exist_ok=True)
         sshd_dir.mkdir(mode=0o700)
-        cfg: dict[str, Any] = json.loads(json.dumps(prof["config"]))
-        cfg.update({"profile": fleet.profile, "reboot_down_seconds": 1.5, "delays": {}, "fail": {},
-                    "fixtures_dir": str(FIXTURES)})
-        extra = config(i) if callable(config) else (config or {})
-        for k, v in dict(extra).items():
-            cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
+        cfg = host_config(fleet.profile, config(i) if callable(config) else config)
         (root / "config.json").write_text(json.dumps(cfg, indent=1))
         (root / "etc" / "os-release").write_text(UBUNTU_2204)
         (root / "etc" / "fstab").write_text("LABEL=cloudimg-rootfs\t/\t ext4\tdiscard,errors=remount-ro\t0 1\n")
