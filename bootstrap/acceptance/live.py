@@ -348,9 +348,7 @@ def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | No
             res.error = (f"exited {res.rc}; " if res.rc else "") + f"output not understood: {exc}"
             continue
         res.kind = kind
-        res.file = probe.file_for(kind)
-        if res.rc:
-            res.error = None  # evidence despite the status (nccl-tests/dcgmi report problems that way)
+        res.file = probe.file_for(kind)  # evidence, whatever the status (see Probe.parse_on_failure)
         facts.setdefault(kind, []).append(value)
     verdict = judge(baseline_name, facts, dict(overrides) if overrides else None, node=name)
     return _untrusted_exits(_annotate(verdict, results, probes), probes, results)
