@@ -71,6 +71,7 @@ class GpuCluster(pulumi.ComponentResource):
         node_config = {"region": spec.region, **config}
         self.spec = spec
         self.offering = offering
+        self.driver_config = node_config
         self.nodes: list[GpuNode] = [
             GpuNode(f"{name}-{ns.index}", spec.provider, node_spec_to_dict(ns), node_config,
                     opts=pulumi.ResourceOptions(parent=self))

@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-fake")]
 
 def test_engine_lifecycle_on_fake_cloud(tmp_path: Path, pulumi_home: Path, passphrase: str) -> None:
     spec = parse_spec({"name": "e2e-fake", "provider": "fake", "region": "local-1", "offering": "fake.8xh100",
-                       "count": 2, "image": "img-1", "bootstrap": {"enabled": False}})
+                       "count": 2, "image": "img-1", "bootstrap": {"enabled": False},
+                       "acceptance": {"enabled": False}})
     fake_state = tmp_path / "fake.json"
     opts = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)})
     fake = FakeDriver(state_path=fake_state)
