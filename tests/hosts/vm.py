@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import harness
 from .harness import (
     _WORKER_N,
     FIXTURES,
@@ -81,10 +82,10 @@ from .harness import (
     _keygen,
     _kill,
     host_config,
-    mfshim,
     new_fleet,
 )
 
+mfshim: Any = getattr(harness, "mfshim")  # noqa: B009 - the shims' own state logic (tests/hosts/shims/mfshim.py)
 VMINIT = Path(__file__).resolve().parent / "vminit.py"
 VM_USERS: tuple[str, ...] = ("ubuntu", "mfnode")
 
@@ -451,17 +452,18 @@ def start_vm_hosts(
     try:
         for attempt in range(20):
             octet = random.randrange(1, 251)
-            fleet.hosts = [
+            hosts = [
                 _new_vm_host(fleet, name=f"{name_prefix}{i}", address=f"127.{150 + _WORKER_N % 50}.{octet}.{i + 1}",
                              port=22, profile=fixtures_profile, index=i,
                              config=config(i) if callable(config) else config, users=users,
                              authorized_keys=authorized_keys)
                 for i in range(n)]
+            fleet.hosts = list(hosts)
             try:
-                _boot(fleet.hosts)  # type: ignore[arg-type]
+                _boot(hosts)
                 break
             except _AddressInUse:
-                for h in fleet.hosts:
+                for h in hosts:
                     h.shutdown()
                 if attempt == 19:
                     raise

@@ -43,6 +43,7 @@ import platform
 import signal
 import socket
 import sys
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -108,7 +109,7 @@ def inside(root: str, path: str) -> str:
 
 
 class Machine:
-    def __init__(self, cfg: dict) -> None:
+    def __init__(self, cfg: dict[str, Any]) -> None:
         self.cfg = cfg
         self.reaper = 0  # pid of the pid namespace's pid 1 (this namespace's view: ours)
         self.holder = 0  # its parent (the process that entered the user namespace)
