@@ -106,6 +106,8 @@ class StorageSpec(_Strict):
 
 class SshSpec(_Strict):
     user: str = "ubuntu"
+    #: The provider's key pair (by name) whose public key the image installs for ``user``.
+    key_pair: str | None = None
     private_key: str | None = Field(None, description="path to the private key; agent is used if unset")
     port: int = Field(22, ge=1, le=65535)
     bastion: str | None = Field(None, description="user@host[:port] of a jump host")
@@ -201,6 +203,7 @@ class ClusterSpec(_Strict):
             capacity_block=self.capacity.capacity_block,
             billing=self.capacity.billing,
             public_ip=self.network.public_ip,
+            key_name=self.ssh.key_pair,
             root_volume=vol(self.storage.root),
             data_volumes=tuple(vol(v) for v in self.storage.data),
             tags={**self.all_tags(), "metalfleet:index": str(index), "Name": f"{self.name}-{index}"},
