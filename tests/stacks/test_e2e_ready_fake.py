@@ -1,0 +1,93 @@
+"""`pulumi up` orders, bootstraps and gates, on the fake cloud whose nodes are VM-mode sim hosts.
+
+The fake driver hands its nodes the simulated hosts' addresses; from there the product path is
+the real one: the engine runs GpuCluster, NodeBootstrap SSHes into each node with fs_root "/", and
+ClusterAcceptance probes and judges it. A host made to report 7 GPUs is refused and quarantined.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metalfleet.providers import parse_spec
+from metalfleet.providers.errors import MetalfleetError
+from metalfleet.providers.fake import FakeDriver
+from metalfleet.stacks import automation
+
+from .conftest import stack_options
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-ready"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="VM-mode sim hosts need root")]
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    """The operator's SSH key, as a cloud key pair would install it on every node."""
+    path = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+@pytest.fixture
+def hosts(key: Path) -> Iterator[list[Any]]:
+    from tests.hosts.vm import boot_vm_host
+
+    public = Path(f"{key}.pub").read_text()
+    booted = [boot_vm_host(f"ready{i}", profile="h100-ib", index=i, authorized_keys=public) for i in range(2)]
+    yield booted
+    for h in booted:
+        h.stop()
+
+
+def _spec(tmp_path: Path, key: Path, hosts: list[Any], name: str) -> Any:
+    return parse_spec({
+        "name": name, "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": len(hosts),
+        "image": "img-1",
+        "ssh": {"user": "ubuntu", "private_key": str(key),
+                "known_hosts": str(tmp_path / "known_hosts"), "pin_on_first_contact": True},
+        "acceptance": {"enabled": True},
+    })
+
+
+def test_up_bootstraps_and_accepts_then_noop(tmp_path: Path, pulumi_home: Path, passphrase: str, key: Path,
+                                            hosts: list[Any]) -> None:
+    spec = _spec(tmp_path, key, hosts, "ready-ok")
+    fake_state = tmp_path / "fake.json"
+    opts = stack_options(tmp_path, pulumi_home, driver_config={
+        "state_path": str(fake_state), "addresses": [h.address for h in hosts]})
+
+    first = automation.up(spec, opts)
+    assert first.summary.get("create") == 2 + 2 + 2 + 1  # stack+component, 2 nodes, 2 bootstraps, 1 gate
+    assert sorted(first.outputs["accepted_ids"]) == sorted(first.outputs["node_ids"])
+    assert first.outputs["hostfile"].count("slots=8") == 2
+    assert "pass" in first.outputs["acceptance"]
+    for h in hosts:
+        assert h.upper("/etc/nccl.conf").exists(), "bootstrap must have written the node's nccl.conf"
+
+    again = automation.up(spec, opts)
+    assert set(again.summary) == {"same"}, again.summary
+    automation.destroy(spec, opts)
+    assert FakeDriver(state_path=fake_state).list_nodes("ready-ok") == []
+
+
+def test_a_node_that_fails_acceptance_fails_the_up_and_is_quarantined(
+        tmp_path: Path, pulumi_home: Path, passphrase: str, key: Path, hosts: list[Any]) -> None:
+    hosts[1].update_config(gpu={"count": 7})
+    spec = _spec(tmp_path, key, hosts, "ready-bad")
+    fake_state = tmp_path / "fake.json"
+    opts = stack_options(tmp_path, pulumi_home, driver_config={
+        "state_path": str(fake_state), "addresses": [h.address for h in hosts]})
+    with pytest.raises(MetalfleetError) as exc:
+        automation.up(spec, opts)
+    assert "expected 8 GPUs, found 7" in str(exc.value)
+    nodes = {n.private_ip: n for n in FakeDriver(state_path=fake_state).list_nodes("ready-bad")}
+    assert nodes[hosts[1].address].tags.get("metalfleet:acceptance") == "quarantined"
+    assert nodes[hosts[0].address].tags.get("metalfleet:acceptance") != "quarantined"
+    automation.destroy(spec, opts)
+    assert FakeDriver(state_path=fake_state).list_nodes("ready-bad") == []
