@@ -3,7 +3,7 @@
 Importing this package imports no cloud SDK; a driver's SDK loads when the driver is asked for.
 """
 
-from .contract import ComputeDriver, PowerDriver, PowerState, ProgressCallback
+from .contract import ComputeDriver, PowerDriver, PowerState, ProgressCallback, TaggingDriver
 from .errors import (
     AuthError,
     CapacityError,
@@ -59,6 +59,7 @@ __all__ = [
     "QuotaError",
     "RateLimitedError",
     "RetryPolicy",
+    "TaggingDriver",
     "TimeoutError",
     "TransientError",
     "VolumeSpec",

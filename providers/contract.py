@@ -6,13 +6,13 @@ implement :class:`ComputeDriver`. Every driver passes one shared contract test s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from .models import Node, NodeSpec, NodeState, Offering
 
-__all__ = ["ComputeDriver", "PowerDriver", "PowerState", "ProgressCallback"]
+__all__ = ["ComputeDriver", "PowerDriver", "PowerState", "ProgressCallback", "TaggingDriver"]
 
 #: Called by ``wait`` with the nodes as last seen, each poll.
 ProgressCallback = Callable[[Sequence[Node]], None]
@@ -59,6 +59,17 @@ class ComputeDriver(Protocol):
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
         """Terminate the node; with ``wait``, return once it is gone. Releasing a gone node is a no-op."""
         ...
+
+
+@runtime_checkable
+class TaggingDriver(Protocol):
+    """Optional capability: add or overwrite tags on a node, keeping the others.
+
+    Used to mark a node quarantined after a failed acceptance; drivers without it fall back to a
+    quarantine file. NotFoundError for an unknown node.
+    """
+
+    def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None: ...
 
 
 class PowerState(StrEnum):

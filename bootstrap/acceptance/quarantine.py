@@ -23,11 +23,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import yaml
 
-from metalfleet.providers.contract import ComputeDriver
+from metalfleet.providers.contract import ComputeDriver, TaggingDriver
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from metalfleet.providers.fleet import order_node, resolve_offering
 from metalfleet.providers.models import Node, NodeState, Offering
@@ -62,13 +62,6 @@ REASON_TAG = "metalfleet:acceptance-reason"
 QUARANTINE_LABEL = "acceptance"
 #: Provider tag values are short (EC2: 256 characters).
 _TAG_MAX = 255
-
-
-@runtime_checkable
-class TaggingDriver(Protocol):
-    """The optional driver capability: add or overwrite tags on a node (others are kept)."""
-
-    def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None: ...
 
 
 def tag_node(driver: Any, node_id: str, tags: Mapping[str, str], *, policy: RetryPolicy = DEFAULT_POLICY) -> bool:
