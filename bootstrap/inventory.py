@@ -31,12 +31,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import Fabric, Interconnect, Node, Offering
-from metalfleet.providers.spec import ClusterSpec
+from metalfleet.providers.spec import ClusterSpec, load_yaml
 
 from .ssh import Endpoint, SshOptions
 
@@ -252,16 +251,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
 
 def load_inventory(path: str | Path) -> Inventory:
     """Load an inventory YAML file (see the module docstring for its shape)."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InvalidSpecError(f"cannot read inventory {p}: {exc.strerror}", field="path", value=str(p)) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidSpecError(f"inventory {p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
-    return parse_inventory(data, str(p))
+    return parse_inventory(load_yaml(path, "inventory"), str(path))
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
 
-__all__ = ["ClusterSpec", "load_spec", "parse_spec"]
+__all__ = ["ClusterSpec", "load_spec", "load_yaml", "parse_spec"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -239,15 +239,19 @@ def parse_spec(data: Any, source: str = "<data>") -> ClusterSpec:
         raise _format_errors(exc, source) from None
 
 
-def load_spec(path: str | Path) -> ClusterSpec:
-    """Load and validate a cluster spec from a YAML file."""
+def load_yaml(path: str | Path, what: str) -> Any:
+    """Read and parse a YAML file; a missing file or bad YAML is an InvalidSpecError naming the path."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as exc:
-        raise InvalidSpecError(f"cannot read cluster spec {p}: {exc.strerror}", field="path", value=str(p)) from exc
+        raise InvalidSpecError(f"cannot read {what} {p}: {exc.strerror}", field="path", value=str(p)) from exc
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InvalidSpecError(f"cluster spec {p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
-    return parse_spec(data, str(p))
+        raise InvalidSpecError(f"{what} {p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Load and validate a cluster spec from a YAML file."""
+    return parse_spec(load_yaml(path, "cluster spec"), str(path))

@@ -93,42 +93,38 @@ def _outputs(stack: auto.Stack) -> dict[str, Any]:
     return {k: v.value for k, v in stack.outputs().items()}
 
 
+def _engine(st: auto.Stack, verb: str, call: Callable[[], Any]) -> Any:
+    """Run one engine operation; its failure becomes a MetalfleetError carrying the engine's output."""
+    try:
+        return call()
+    except auto.CommandError as exc:
+        raise MetalfleetError(f"pulumi {verb} failed for stack {st.name}:\n{exc}") from exc
+
+
 def up(spec: ClusterSpec, options: StackOptions = StackOptions(), on_output: Output | None = None) -> StackResult:
     st = open_stack(spec, options)
-    try:
-        res = st.up(on_output=on_output, color="never")
-    except auto.CommandError as exc:
-        raise MetalfleetError(f"pulumi up failed for stack {st.name}:\n{exc}") from exc
+    res = _engine(st, "up", lambda: st.up(on_output=on_output, color="never"))
     return StackResult(st.name, {k: v.value for k, v in res.outputs.items()}, _summary(res.summary.resource_changes))
 
 
 def preview(spec: ClusterSpec, options: StackOptions = StackOptions(),
             on_output: Output | None = None) -> StackResult:
     st = open_stack(spec, options)
-    try:
-        res = st.preview(on_output=on_output, color="never")
-    except auto.CommandError as exc:
-        raise MetalfleetError(f"pulumi preview failed for stack {st.name}:\n{exc}") from exc
-    return StackResult(st.name, {}, {str(k): int(v) for k, v in res.change_summary.items()})
+    res = _engine(st, "preview", lambda: st.preview(on_output=on_output, color="never"))
+    return StackResult(st.name, {}, _summary(res.change_summary))
 
 
 def refresh(spec: ClusterSpec, options: StackOptions = StackOptions(),
             on_output: Output | None = None) -> StackResult:
     st = open_stack(spec, options)
-    try:
-        res = st.refresh(on_output=on_output, color="never")
-    except auto.CommandError as exc:
-        raise MetalfleetError(f"pulumi refresh failed for stack {st.name}:\n{exc}") from exc
+    res = _engine(st, "refresh", lambda: st.refresh(on_output=on_output, color="never"))
     return StackResult(st.name, _outputs(st), _summary(res.summary.resource_changes))
 
 
 def destroy(spec: ClusterSpec, options: StackOptions = StackOptions(), on_output: Output | None = None,
             remove: bool = False) -> StackResult:
     st = open_stack(spec, options)
-    try:
-        res = st.destroy(on_output=on_output, color="never")
-    except auto.CommandError as exc:
-        raise MetalfleetError(f"pulumi destroy failed for stack {st.name}:\n{exc}") from exc
+    res = _engine(st, "destroy", lambda: st.destroy(on_output=on_output, color="never"))
     if remove:
         st.workspace.remove_stack(st.name)
     return StackResult(st.name, {}, _summary(res.summary.resource_changes))
