@@ -46,6 +46,20 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     its network interfaces again and answers InvalidNetworkInterfaceID.NotFound).
 (g) The default VPC's subnets get stable ids, ``default_subnet_id(zone)`` (moto draws random ones at
     each start), so an example cluster.yaml can name one and run unchanged here.
+(h) Simulated GPU hosts (``--sim-hosts`` / ``start_ec2_emulator(sim_hosts=True)``; off by default, needs
+    root): each instance a RunInstances call launches (not an idempotent replay) gets a VM-mode simulated
+    host (tests/hosts/vm.py, ``boot_vm_host``) for its offering, booted before the answer is sent, whose
+    ``ubuntu`` login accepts the public key of the instance's ``KeyName`` (ImportKeyPair/CreateKeyPair;
+    an unknown name answers InvalidKeyPair.NotFound, as on AWS, where moto launches anyway). The
+    instance's private IPv4 (DescribeInstances, its primary network interface) is the host's
+    ``127.x.y.z`` address, so SSH to the node's private IP reaches it. GetConsoleOutput answers
+    cloud-init style output (base64, as EC2 does) that prints the host's key between
+    ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``. StopInstances powers
+    the host off (its disk stays), StartInstances boots it again, RebootInstances reboots it;
+    TerminateInstances, a state reset and the server's exit stop it (processes, mounts, folder).
+    Nothing in the product knows: it sees EC2 instances with private IPs, key pairs and console output.
+(i) CreateTags naming an instance id that does not exist answers InvalidInstanceID.NotFound, as on AWS
+    (moto tags the unknown id and answers success).
 
 Control endpoints (not EC2; never counted or faulted):
 
@@ -58,6 +72,13 @@ Control endpoints (not EC2; never counted or faulted):
                                empties every moto backend)
     GET  /_metalfleet/stats    {"requests": n, "by_action": {...}, "faults": {...}}
     GET  /_metalfleet/requests?action=RunInstances   the recorded requests (flat query parameters)
+    GET  /_metalfleet/sim-hosts  (h) the running hosts: [{"instance_id", "address", "port", "host_key",
+                               "offering", "profile", "sandbox"}]; ``sandbox`` holds the host's config.json
+                               (what its shims report: edit it to break a host) and state.json
+    POST /_metalfleet/sim-hosts  {"rules": [{"tags": {"metalfleet:index": "1"}, "config": {"gpu": {"count": 7}}}]}
+                               config.json values for hosts booted from now on, by the instance's tags
+                               (every rule whose tags all match is merged in); replaces the rules, and a
+                               reset clears them
 
 Faults answer real EC2-shaped XML errors: RequestLimitExceeded (503), InternalError (500),
 InsufficientInstanceCapacity (500, RunInstances only, naming the zone). ``lost_response`` lets moto do
@@ -91,7 +112,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 from xml.sax.saxutils import escape
 
 __all__ = ["Ec2Emulator", "default_subnet_id", "start_ec2_emulator"]
@@ -150,8 +171,18 @@ class Ec2Emulator:
         st = self.stats()
         return int(st["by_action"].get(action, 0)) if action else int(st["requests"])
 
+    def sim_hosts(self) -> list[dict[str, Any]]:
+        """(h) The simulated hosts running now, one per live instance (empty without ``sim_hosts``)."""
+        result: list[dict[str, Any]] = self._control("GET", "sim-hosts")
+        return result
+
+    def set_sim_host_rules(self, rules: list[dict[str, Any]]) -> None:
+        """(h) config.json values for hosts booted from now on: ``[{"tags": {...}, "config": {...}}]``."""
+        self._control("POST", "sim-hosts", {"rules": rules})
+
     # -- lifecycle ---------------------------------------------------------------------------
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM (the server stops its simulated hosts, then exits), SIGKILL after ``timeout``."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -170,13 +201,16 @@ class Ec2Emulator:
 
 
 def start_ec2_emulator(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 60.0,
-                       log_path: str | os.PathLike[str] | None = None) -> Ec2Emulator:
+                       log_path: str | os.PathLike[str] | None = None, sim_hosts: bool = False) -> Ec2Emulator:
     """Start ``python tests/emulators/ec2_server.py`` as a subprocess and wait until it answers.
 
     ``port=0`` lets the server pick a free port and report it; ``log_path`` receives its request log.
+    ``sim_hosts``: boot a simulated GPU host per instance (extension h; needs root).
     """
     cmd = [sys.executable, str(Path(__file__).resolve()), "--host", host, "--port", str(port), "--quiet",
            "--parent-pid", str(os.getpid())]
+    if sim_hosts:
+        cmd.append("--sim-hosts")
     if log_path:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
@@ -403,11 +437,18 @@ class FaultMiddleware:
                 SWITCH.configure({})
                 with SWITCH.lock:
                     SWITCH.clear_log()
+                SIM.configure([])
                 if raw.get("state"):
                     from moto.backends import get_backend
 
                     with MOTO_LOCK:
                         get_backend("ec2").reset()
+                        SIM.stop_all()
+                result = {"ok": True}
+            elif what == "sim-hosts" and method == "GET":
+                result = SIM.listing()
+            elif what == "sim-hosts" and method == "POST":
+                SIM.configure(raw.get("rules", []))
                 result = {"ok": True}
             elif what == "stats" and method == "GET":
                 with SWITCH.lock:
@@ -431,7 +472,121 @@ _REASONS = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error", 
 
 
 # ---------------------------------------------------------------------------------------------
-# Server side: the moto extensions (a)-(f). Imported only in the server process.
+# Server side: (h) a simulated GPU host per instance.
+# ---------------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+HOST_KEYS_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
+HOST_KEYS_END = "-----END SSH HOST KEY KEYS-----"
+
+
+def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def console_text(instance_id: str, address: str, host_key: str, booted: datetime) -> str:
+    """What an Ubuntu cloud image prints to the serial console at first boot (the parts that matter)."""
+    import base64
+
+    kind, blob = host_key.split()[:2]
+    digest = base64.b64encode(hashlib.sha256(base64.b64decode(blob)).digest()).decode().rstrip("=")
+    name = "ip-" + address.replace(".", "-")
+    stamp = booted.strftime("%a, %d %b %Y %H:%M:%S +0000")
+    return "\n".join([
+        "[    0.000000] Linux version 5.15.0-1051-aws (buildd@lcy02-amd64-020) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) "
+        "11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #56~22.04.1-Ubuntu SMP",
+        f"[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz-5.15.0-1051-aws root=PARTUUID={uuid.uuid4()} ro "
+        "console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1",
+        f"[    5.114410] cloud-init[512]: Cloud-init v. 23.4.4-0ubuntu0~22.04.1 running 'init' at {stamp}. "
+        "Up 5.08 seconds.",
+        f"[    5.190000] cloud-init[512]: ci-info: |  ens5  | True | {address} | 255.255.255.0 | global | . |",
+        "[    6.020000] cloud-init[512]: Generating public/private ed25519 key pair.",
+        f"[    6.030000] cloud-init[512]: The key fingerprint is: SHA256:{digest} root@{name}",
+        "<14>Dec  1 00:00:06 cloud-init: #############################################################",
+        "<14>Dec  1 00:00:06 cloud-init: -----BEGIN SSH HOST KEY FINGERPRINTS-----",
+        f"<14>Dec  1 00:00:06 cloud-init: 256 SHA256:{digest} root@{name} ({kind.removeprefix('ssh-').upper()})",
+        "<14>Dec  1 00:00:06 cloud-init: -----END SSH HOST KEY FINGERPRINTS-----",
+        "<14>Dec  1 00:00:06 cloud-init: #############################################################",
+        HOST_KEYS_BEGIN,
+        f"{kind} {blob} root@{name}",
+        HOST_KEYS_END,
+        f"[    7.480000] cloud-init[801]: Cloud-init v. 23.4.4-0ubuntu0~22.04.1 finished at {stamp}. "
+        "Datasource DataSourceEc2Local.  Up 7.47 seconds",
+        "",
+        f"Ubuntu 22.04.4 LTS {name} ttyS0",
+        "",
+        f"{name} login: ",
+    ]).replace("\n", "\r\n")
+
+
+class SimHosts:
+    """(h) instance id -> its VM-mode simulated host. One per server process; enabled by --sim-hosts."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.lock = threading.Lock()
+        self.hosts: dict[str, Any] = {}
+        self.consoles: dict[str, str] = {}  # kept after the host stops, as EC2 keeps a console
+        self.rules: list[dict[str, Any]] = []
+
+    def configure(self, rules: list[dict[str, Any]]) -> None:
+        for rule in rules:
+            if not isinstance(rule, dict) or set(rule) - {"tags", "config"} or not isinstance(rule.get("config"),
+                                                                                              dict):
+                raise ValueError(f"a sim-host rule is {{'tags': {{...}}, 'config': {{...}}}}, got {rule!r}")
+        with self.lock:
+            self.rules = [{"tags": dict(r.get("tags") or {}), "config": dict(r["config"])} for r in rules]
+
+    def boot(self, instance_id: str, offering: str, public_keys: list[str], tags: dict[str, str]) -> Any:
+        from tests.hosts.vm import boot_vm_host
+
+        with self.lock:
+            config: dict[str, Any] = {}
+            for rule in self.rules:
+                if all(tags.get(k) == v for k, v in rule["tags"].items()):
+                    config = _merged(config, rule["config"])
+        index = tags.get("metalfleet:index", "0")
+        host = boot_vm_host(instance_id, authorized_keys=public_keys, offering=offering, provider="aws",
+                            config=config or None, index=int(index) if index.isdigit() else 0)
+        with self.lock:
+            self.hosts[instance_id] = host
+            self.consoles[instance_id] = console_text(instance_id, host.address, host.host_key, datetime.now(UTC))
+        return host
+
+    def get(self, instance_id: str) -> Any:
+        with self.lock:
+            return self.hosts.get(instance_id)
+
+    def stop(self, instance_id: str) -> None:
+        with self.lock:
+            host = self.hosts.pop(instance_id, None)
+        if host is not None:
+            host.stop()
+
+    def stop_all(self) -> None:
+        with self.lock:
+            hosts, self.hosts = list(self.hosts.values()), {}
+        threads = [threading.Thread(target=h.stop, daemon=True) for h in hosts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+
+    def listing(self) -> list[dict[str, Any]]:
+        with self.lock:
+            hosts = dict(self.hosts)
+        return [{"instance_id": i, "address": h.address, "port": h.port, "host_key": h.host_key,
+                 "offering": h.offering, "profile": h.fleet.profile, "sandbox": str(h.root), "running": h.running}
+                for i, h in sorted(hosts.items())]
+
+
+SIM = SimHosts()
+
+
+# ---------------------------------------------------------------------------------------------
+# Server side: the moto extensions (a)-(i). Imported only in the server process.
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class _Ext:
@@ -477,6 +632,8 @@ def _matches(item: dict[str, Any], filters: dict[str, list[str]], fields: dict[s
 
 def install_extensions() -> None:
     from moto.core.responses import ActionResult
+    from moto.core.types import Base64EncodedString
+    from moto.core.utils import utcnow
     from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.models.elastic_network_interfaces import Attachment
     from moto.ec2.models.instances import Instance
@@ -676,6 +833,7 @@ def install_extensions() -> None:
                            f"available capacity of capacity reservation {cr_id}.")
         elif market == "capacity-block":
             raise fail("MissingParameter", "MarketType capacity-block requires a CapacityReservationTarget.")
+        public_keys = sim_public_keys(self)
         if not SWITCH.take_capacity(count):
             return error_500("InsufficientInstanceCapacity",
                              f"We currently do not have sufficient {instance_type} capacity in the Availability "
@@ -700,10 +858,91 @@ def install_extensions() -> None:
                 inst.capacity_reservation_specification = {"CapacityReservationPreference": "open"}
             if market == "capacity-block":
                 inst.lifecycle = "capacity-block"
+        if SIM.enabled:
+            failed = sim_boot(self, reservation.instances, instance_type, public_keys)
+            if failed:
+                return error_500("InternalError", f"An internal error has occurred. (emulator: {failed})")
         if token:
             ext.tokens[token] = (reservation.id, digest)
             ext.token_args[token] = dict(args)
         return result
+
+    # -- (i) CreateTags checks instance ids ------------------------------------------------------
+    original_create_tags = EC2Response.create_tags
+
+    def create_tags(self: Any) -> Any:
+        for resource_id in self._get_param("Resources", []):
+            if str(resource_id).startswith("i-") and self.ec2_backend.get_instance_by_id(resource_id) is None:
+                raise fail("InvalidInstanceID.NotFound", f"The instance ID '{resource_id}' does not exist")
+        return original_create_tags(self)
+
+    # -- (h) simulated hosts: key pair, boot, private IP, console ---------------------------------
+    def sim_public_keys(self: Any) -> list[str]:
+        """The public key of the launch's KeyName (sim hosts only; AWS refuses an unknown name)."""
+        import base64
+
+        key_name = self._get_param("KeyName")
+        if not SIM.enabled or not key_name:
+            return []
+        pair = self.ec2_backend.key_pairs.get(key_name)
+        if pair is None:
+            raise fail("InvalidKeyPair.NotFound", f"The key pair '{key_name}' does not exist")
+        material = pair.material_public
+        text = material.decode() if isinstance(material, bytes) else str(material)
+        if not text.lstrip().startswith(("ssh-", "ecdsa-", "sk-")):  # ImportKeyPair keeps the blob as sent
+            with contextlib.suppress(ValueError):
+                text = base64.b64decode(text).decode()
+        return [text.strip()]
+
+    def sim_boot(self: Any, instances: list[Any], instance_type: str, public_keys: list[str]) -> str | None:
+        """Boot a host per instance and give the instance its address; the error, if a boot failed."""
+        for inst in instances:
+            try:
+                host = SIM.boot(inst.id, instance_type, public_keys, dict(self.ec2_backend.tags.get(inst.id, {})))
+            except Exception as exc:  # the launch fails as a whole, as a failed launch does on AWS
+                for other in instances:
+                    other.terminate()
+                return f"simulated host for {inst.id} did not boot: {type(exc).__name__}: {exc}"
+            nic = inst.nics[0]
+            nic.private_ip_address = host.address
+            nic.private_ip_addresses = [{"Primary": True, "PrivateIpAddress": host.address}]
+        return None
+
+    original_console = EC2Response.get_console_output
+
+    def get_console_output(self: Any) -> Any:
+        instance_id = self._get_param("InstanceId")
+        with SIM.lock:
+            text = SIM.consoles.get(instance_id)
+        if text is None:
+            return original_console(self)
+        instance = self.ec2_backend.get_instance(instance_id)
+        return ActionResult({"InstanceId": instance.id, "Timestamp": utcnow(),
+                             "Output": Base64EncodedString.from_raw_string(text)})
+
+    original_stop, original_start, original_reboot = Instance.stop, Instance.start, Instance.reboot
+
+    def stop(self: Any) -> Any:
+        previous = original_stop(self)
+        host = SIM.get(self.id)
+        if host is not None:
+            host.power_off()
+        return previous
+
+    def start(self: Any) -> Any:
+        previous = original_start(self)
+        host = SIM.get(self.id)
+        if host is not None and not host.reaper:
+            host.power_on(boot=True)
+            host.wait_listening()
+        return previous
+
+    def reboot(self: Any) -> None:
+        original_reboot(self)
+        host = SIM.get(self.id)
+        if host is not None and host.reaper and not host.rebooting:
+            host.rebooting = True
+            threading.Thread(target=host.reboot_now, daemon=True).start()
 
     # -- (c) NICs on every network card --------------------------------------------------------
     original_prep = Instance.prep_nics
@@ -752,6 +991,7 @@ def install_extensions() -> None:
         if self._state.name == "terminated":
             return type(self._state)(self._state.name, self._state.code)
         previous = original_terminate(self)
+        SIM.stop(self.id)
         for eni in getattr(self, "card_nics", []):
             eni.stop()
             if eni.delete_on_termination:
@@ -795,9 +1035,14 @@ def install_extensions() -> None:
         "describe_capacity_block_offerings": describe_capacity_block_offerings,
         "purchase_capacity_block": purchase_capacity_block,
         "run_instances": run_instances,
+        "get_console_output": get_console_output,
+        "create_tags": create_tags,
     }.items():
         setattr(EC2Response, name, fn)
     Instance.prep_nics = prep_nics  # type: ignore[method-assign]
+    Instance.stop = stop  # type: ignore[method-assign]
+    Instance.start = start  # type: ignore[method-assign]
+    Instance.reboot = reboot  # type: ignore[method-assign]
     Instance.network_interfaces = property(network_interfaces)  # type: ignore[assignment,method-assign]
     Instance.terminate = terminate  # type: ignore[method-assign]
     Attachment.__init__ = attachment_init  # type: ignore[method-assign]
@@ -806,6 +1051,12 @@ def install_extensions() -> None:
 # ---------------------------------------------------------------------------------------------
 # Entry point.
 # ---------------------------------------------------------------------------------------------
+def _exit() -> NoReturn:
+    SIM.stop_all()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _watch_parent(pid: int) -> None:
     """Exit when the process that started us is gone, so a killed test run leaves no server behind."""
     while True:
@@ -813,7 +1064,7 @@ def _watch_parent(pid: int) -> None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            os._exit(0)
+            _exit()
         except PermissionError:
             pass
 
@@ -847,10 +1098,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=5055)
     parser.add_argument("--quiet", action="store_true", help="no request log")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process exits")
+    parser.add_argument("--sim-hosts", action="store_true",
+                        help="boot a simulated GPU host per instance (extension h; needs root)")
     args = parser.parse_args(argv)
     os.environ.setdefault("MOTO_PORT", str(args.port))
-    # Nothing here outlives the process, and tearing moto's tables down takes seconds: exit at once.
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    if args.sim_hosts:
+        if os.geteuid() != 0:
+            parser.error("--sim-hosts needs root (the simulated hosts' namespaces and mounts)")
+        sys.path.insert(0, str(REPO))
+        import tests.hosts.vm  # noqa: F401  (fail now, not at the first launch)
+
+        SIM.enabled = True
+    # Nothing here outlives the process, and tearing moto's tables down takes seconds: exit at once,
+    # after stopping the simulated hosts (they would die with us, but leave their folders behind).
+    signal.signal(signal.SIGTERM, lambda *_: _exit())
     if args.parent_pid:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
     with _server(args.host, args.port, args.quiet) as server:
@@ -861,8 +1122,7 @@ def main(argv: list[str] | None = None) -> int:
                   "requests); Ctrl-C stops it", file=sys.stderr, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
-    sys.stderr.flush()
-    os._exit(0)
+    _exit()
 
 
 if __name__ == "__main__":
