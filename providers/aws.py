@@ -15,6 +15,10 @@ What ``order`` sends, per node:
 * ``ClientToken`` = the node's idempotency key, so a re-run after a crash or a retry returns the instance
   the first attempt bought instead of buying another.
 
+Optional capabilities beyond the contract: ``set_tags`` (CreateTags; the acceptance gate tags quarantined
+nodes with it) and ``host_keys`` (the SSH host keys cloud-init printed to the instance's console, which
+``wait`` puts in ``node.extra["host_keys"]`` for bootstrap to pin; empty while the console has none yet).
+
 botocore's own retries are off: :mod:`metalfleet.providers.retry` alone decides what to retry, and every
 botocore exception is translated at this module's boundary into :mod:`metalfleet.providers.errors`.
 """
@@ -28,6 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -50,7 +55,7 @@ from .errors import (
 )
 from .models import BillingModel, Fabric, Interconnect, Node, NodeSpec, NodeState, Offering, Price, VolumeSpec
 
-__all__ = ["STATE_TABLE", "AwsDriver", "translate_client_error"]
+__all__ = ["STATE_TABLE", "AwsDriver", "host_keys_from_console", "translate_client_error"]
 
 PROVIDER = "aws"
 
@@ -173,6 +178,33 @@ def translate_client_error(exc: Any, action: str, *, zone: str | None = None,
     return ProviderError(text, **kw)
 
 
+# -- host keys from the console ---------------------------------------------------------------------
+HOST_KEYS_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
+HOST_KEYS_END = "-----END SSH HOST KEY KEYS-----"
+_KEY_LINE = re.compile(r"(?:ssh-(?:ed25519|rsa|dss)|ecdsa-sha2-nistp(?:256|384|521)|sk-[A-Za-z0-9@.-]+)"
+                       r"[ \t]+[A-Za-z0-9+/]+={0,3}(?:[ \t]+\S+)?")
+
+
+def host_keys_from_console(text: str) -> tuple[str, ...]:
+    """The key lines cloud-init printed between ``-----BEGIN/END SSH HOST KEY KEYS-----`` (the last
+    complete block: a console holds every boot's output); () when there is none (yet)."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    for line in text.replace("\r", "\n").split("\n"):
+        if HOST_KEYS_BEGIN in line:
+            current = []
+        elif HOST_KEYS_END in line:
+            if current is not None:
+                blocks.append(current)
+            current = None
+        elif current is not None:
+            match = _KEY_LINE.search(line)
+            if match:
+                current.append(match.group(0).strip())
+    keys = next((b for b in reversed(blocks) if b), [])
+    return tuple(dict.fromkeys(keys))
+
+
 # -- prices ------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _price_table() -> dict[str, Any]:
@@ -243,6 +275,7 @@ class AwsDriver:
         self._subnets: dict[str, dict[str, Any]] = {}
         self._root_devices: dict[str, str] = {}
         self._seen: dict[str, Node] = {}  # last full view of each instance this driver ordered or read
+        self._host_keys: dict[str, tuple[str, ...]] = {}  # instance -> keys read from its console (never empty)
         self._nets: dict[tuple[str, str, str | None, tuple[str, ...]], _Net] = {}
         self._net_locks: dict[tuple[str, str, str | None, tuple[str, ...]], threading.Lock] = {}
 
@@ -669,6 +702,9 @@ class AwsDriver:
         reason = (inst.get("StateReason") or {}).get("Message")
         if reason:
             extra["state_reason"] = reason
+        keys = self._host_keys.get(str(inst["InstanceId"]))
+        if keys:
+            extra["host_keys"] = list(keys)
         node = Node(
             id=str(inst["InstanceId"]),
             provider=PROVIDER,
@@ -693,14 +729,51 @@ class AwsDriver:
                     nodes.extend(self._node(i) for i in reservation.get("Instances", []))
         return nodes
 
-    def get(self, node_id: str) -> Node:
+    def get(self, node_id: str, *, host_keys: bool = False) -> Node:
+        """The instance as EC2 describes it now. ``host_keys``: also read its console for the SSH host keys
+        when it runs and this driver has not read them yet (one GetConsoleOutput call)."""
         with self._api("DescribeInstances"):
             resp = self._ec2().describe_instances(InstanceIds=[node_id])
         for reservation in resp.get("Reservations", []):
             for inst in reservation.get("Instances", []):
-                return self._node(inst)
+                node = self._node(inst)
+                if host_keys and node.state == NodeState.RUNNING and "host_keys" not in node.extra:
+                    node = self._with_host_keys([node])[0]
+                return node
         raise NotFoundError(f"instance {node_id} not found in {self.region}", provider=PROVIDER,
                             code="InvalidInstanceID.NotFound")
+
+    def host_keys(self, node_id: str) -> tuple[str, ...]:
+        """The SSH host keys the instance printed to its console at boot (cloud-init's
+        ``-----BEGIN SSH HOST KEY KEYS-----`` block); () while the console has none: on AWS the console
+        output lags the boot by minutes, and bootstrap then verifies hosts by known_hosts instead."""
+        known = self._host_keys.get(node_id)
+        if known:
+            return known
+        with self._api("GetConsoleOutput"):
+            resp = self._ec2().get_console_output(InstanceId=node_id)
+        keys = host_keys_from_console(str(resp.get("Output") or ""))  # botocore has decoded the base64
+        if keys:
+            self._host_keys[node_id] = keys
+        return keys
+
+    def _with_host_keys(self, nodes: Sequence[Node]) -> list[Node]:
+        """``nodes`` with ``extra["host_keys"]`` where the console has them. Best effort: a node whose
+        console is empty or cannot be read (throttled, no ec2:GetConsoleOutput permission) comes back as is."""
+        def keys_of(node: Node) -> tuple[str, ...]:
+            try:
+                return self.host_keys(node.id)
+            except MetalfleetError:
+                return ()
+
+        todo = [n for n in nodes if n.id not in self._host_keys]
+        if len(todo) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                list(pool.map(keys_of, todo))
+        elif todo:
+            keys_of(todo[0])
+        return [dataclasses.replace(n, extra={**n.extra, "host_keys": list(self._host_keys[n.id])})
+                if n.id in self._host_keys else n for n in nodes]
 
     def list_nodes(self, cluster: str) -> list[Node]:
         nodes = self._describe([{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]},
@@ -742,7 +815,8 @@ class AwsDriver:
         Polls DescribeInstanceStatus, whose answers stay small for hundreds of EFA nodes, and reuses
         what RunInstances or an earlier read returned for the rest of each node. Instances EC2 does not
         list yet count as pending; when waiting for TERMINATED they count as gone. Waiting for RUNNING
-        fails at once if a node terminates.
+        fails at once if a node terminates; once every node runs, each one's console is read once for its
+        SSH host keys (``extra["host_keys"]``, see :meth:`host_keys`).
         """
         interval = self.poll if poll is None else float(poll)
         deadline = time.monotonic() + timeout
@@ -763,6 +837,8 @@ class AwsDriver:
                 if unknown:  # nodes this driver never read: one full read for their details
                     self._describe([{"Name": "instance-id", "Values": unknown}])
                     nodes = [dataclasses.replace(self._seen.get(n.id, n), state=n.state) for n in nodes]
+                if state == NodeState.RUNNING:
+                    nodes = self._with_host_keys(nodes)
                 return nodes
             if state == NodeState.RUNNING:
                 dead = [n.id for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
@@ -780,6 +856,27 @@ class AwsDriver:
                 waiting = [n.id for n in nodes if n.state != state]
                 raise TimeoutError(f"instances {waiting} not {state.value} after {timeout:.0f}s", provider=PROVIDER)
             time.sleep(min(interval, remaining))
+
+    # -- tags ------------------------------------------------------------------------------
+    def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
+        """Add or overwrite ``tags`` on the instance (its other tags are kept); NotFoundError for an
+        unknown instance. Only the instance is tagged, not its volumes or interfaces."""
+        pairs = {str(k): str(v) for k, v in tags.items()}
+        for k, v in pairs.items():
+            if k.lower().startswith("aws:"):
+                raise InvalidSpecError(f"tag key {k!r}: the aws: prefix is reserved", field="tags", value=k,
+                                       provider=PROVIDER)
+            if not 1 <= len(k) <= 128 or len(v) > 256:
+                raise InvalidSpecError(f"tag {k!r}: keys are 1-128 characters, values up to 256", field="tags",
+                                       value=k, provider=PROVIDER)
+        if not pairs:
+            self.get(node_id)  # nothing to write, but an unknown instance is still an error
+            return
+        with self._api("CreateTags"):
+            self._ec2().create_tags(Resources=[node_id], Tags=[{"Key": k, "Value": v} for k, v in pairs.items()])
+        seen = self._seen.get(node_id)
+        if seen is not None:
+            self._seen[node_id] = dataclasses.replace(seen, tags={**seen.tags, **pairs})
 
     # -- release ---------------------------------------------------------------------------
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
