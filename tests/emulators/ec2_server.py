@@ -54,7 +54,10 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     instance's private IPv4 (DescribeInstances, its primary network interface) is the host's
     ``127.x.y.z`` address, so SSH to the node's private IP reaches it. GetConsoleOutput answers
     cloud-init style output (base64, as EC2 does) that prints the host's key between
-    ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``. StopInstances powers
+    ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``. The host's EFA devices
+    are the instance's: its ``fi_info -p efa`` lists one device per EFA interface the launch asked for
+    (in the format of the captured listing in shared/fixtures/efa, which is cut after 3 devices, so a
+    p5 launched with 32 EFA interfaces shows 32 and one launched with fewer fails acceptance). StopInstances powers
     the host off (its disk stays), StartInstances boots it again, RebootInstances reboots it;
     TerminateInstances, a state reset and the server's exit stop it (processes, mounts, folder).
     Nothing in the product knows: it sees EC2 instances with private IPs, key pairs and console output.
@@ -486,6 +489,17 @@ def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def fi_info_text(devices: int) -> str:
+    """``fi_info -p efa`` of a host with ``devices`` EFA devices: an RDM and a DGRAM entry each, as
+    libfabric 1.2x prints them (the entry format of shared/fixtures/efa/fi_info-efa-multi-rdmap-*)."""
+    entries = []
+    for i in range(devices):
+        for suffix, kind in (("rdm", "FI_EP_RDM"), ("dgrm", "FI_EP_DGRAM")):
+            entries.append(f"provider: efa\n    fabric: efa\n    domain: rdmap{79 + i}s0-{suffix}\n"
+                           f"    version: 121.0\n    type: {kind}\n    protocol: FI_PROTO_EFA\n")
+    return "".join(entries)
+
+
 def console_text(instance_id: str, address: str, host_key: str, booted: datetime) -> str:
     """What an Ubuntu cloud image prints to the serial console at first boot (the parts that matter)."""
     import base64
@@ -539,7 +553,8 @@ class SimHosts:
         with self.lock:
             self.rules = [{"tags": dict(r.get("tags") or {}), "config": dict(r["config"])} for r in rules]
 
-    def boot(self, instance_id: str, offering: str, public_keys: list[str], tags: dict[str, str]) -> Any:
+    def boot(self, instance_id: str, offering: str, public_keys: list[str], tags: dict[str, str],
+             efa: int = 0) -> Any:
         from tests.hosts.vm import boot_vm_host
 
         with self.lock:
@@ -550,6 +565,10 @@ class SimHosts:
         index = tags.get("metalfleet:index", "0")
         host = boot_vm_host(instance_id, authorized_keys=public_keys, offering=offering, provider="aws",
                             config=config or None, index=int(index) if index.isdigit() else 0)
+        if efa and "fi_info" not in (config.get("fixtures") or {}):
+            listing = host.root / "fi_info-efa.txt"  # the sandbox: seen at the same path inside the host
+            listing.write_text(fi_info_text(efa))
+            host.update_config(fixtures={"fi_info": str(listing)})
         with self.lock:
             self.hosts[instance_id] = host
             self.consoles[instance_id] = console_text(instance_id, host.address, host.host_key, datetime.now(UTC))
@@ -898,7 +917,9 @@ def install_extensions() -> None:
         """Boot a host per instance and give the instance its address; the error, if a boot failed."""
         for inst in instances:
             try:
-                host = SIM.boot(inst.id, instance_type, public_keys, dict(self.ec2_backend.tags.get(inst.id, {})))
+                efa = sum(1 for n in inst.network_interfaces if getattr(n, "interface_type", None) == "efa")
+                host = SIM.boot(inst.id, instance_type, public_keys, dict(self.ec2_backend.tags.get(inst.id, {})),
+                                efa)
             except Exception as exc:  # the launch fails as a whole, as a failed launch does on AWS
                 for other in instances:
                     other.terminate()
