@@ -1,4 +1,4 @@
-"""`pulumi up` here orders the cluster described in cluster.yaml."""
+"""`pulumi up` here orders, bootstraps and accepts the cluster described in cluster.yaml."""
 
 from metalfleet.stacks import run_from_yaml
 

@@ -79,7 +79,7 @@ def _run(address: str, keys: list[str], key: Path, known_hosts: Path, command: s
     with SshConnection(host.endpoint(), opts) as conn:
         res = conn.run(["sh", "-c", command])
     assert res.rc == 0, res.stderr
-    return res.text.strip()
+    return str(res.text).strip()
 
 
 def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, key: Path, tmp_path: Path) -> None:

@@ -1,18 +1,24 @@
 """`pulumi up` of examples/aws-p5 with the real engine, our language host, and the EC2 emulator.
 
 This is the path pipeline users take: a project folder (Pulumi.yaml + __main__.py + cluster.yaml)
-and the plain `pulumi` CLI. boto3 inside the dynamic provider reaches the emulator only through
-AWS_ENDPOINT_URL, as it would reach AWS through its defaults.
+and the plain `pulumi` CLI. boto3 inside the dynamic providers reaches the emulator only through
+AWS_ENDPOINT_URL, as it would reach AWS through its defaults. The emulator runs with simulated hosts
+(extension h): every instance it launches is a VM-mode GPU host at the instance's private IP that
+accepts the key pair's key and prints its host key to the console, so one `pulumi up` orders the
+nodes, bootstraps them over SSH and gates them, as on AWS. The only change to the example is its
+ssh paths: a throwaway key (imported as the example's key pair) and a known_hosts file in tmp.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -20,22 +26,42 @@ import pytest
 from metalfleet.stacks.engine import engine_env
 from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="the emulator's simulated hosts need root")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mf-e2e-secret-must-never-reach-state-0123456789"
+ACCESS_KEY = "AKIAE2ETESTKEY000000"
+KEY_PAIR = "metalfleet-p5"  # the example's ssh.key_pair
+
+
+def _client(ec2: Ec2Emulator) -> Any:
+    return boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET)
 
 
 @pytest.fixture(scope="module")
 def ec2() -> Iterator[Ec2Emulator]:
-    with start_ec2_emulator() as emu:
+    with start_ec2_emulator(sim_hosts=True) as emu:
         yield emu
 
 
+@pytest.fixture(scope="module")
+def key(ec2: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway operator key, imported into the emulator as the example's key pair."""
+    path = tmp_path_factory.mktemp("operator") / "metalfleet-p5"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e-operator", "-f", str(path)],
+                   check=True)
+    _client(ec2).import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{path}.pub").read_bytes())
+    return path
+
+
 class Project:
-    def __init__(self, path: Path, env: dict[str, str]) -> None:
+    def __init__(self, path: Path, env: dict[str, str], state: Path, known_hosts: Path) -> None:
         self.path = path
         self.env = env
+        self.state = state
+        self.known_hosts = known_hosts
 
     def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(["pulumi", *args], cwd=self.path, env=self.env, capture_output=True, text=True,
@@ -44,73 +70,150 @@ class Project:
             raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def outputs(self) -> dict[str, object]:
+    def outputs(self) -> dict[str, Any]:
         return json.loads(self.pulumi("stack", "output", "--json").stdout)  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def project(tmp_path: Path, ec2: Ec2Emulator) -> Project:
-    proj = tmp_path / "aws-p5"
-    shutil.copytree(ROOT / "examples" / "aws-p5", proj)
+def _copy_example(dest: Path, key: Path, known_hosts: Path, name: str | None = None) -> Path:
+    """examples/aws-p5 in ``dest``, its ssh paths pointing at the throwaway key and a known_hosts in tmp."""
+    shutil.copytree(ROOT / "examples" / "aws-p5", dest)
+    yaml_path = dest / "cluster.yaml"
+    text = yaml_path.read_text()
+    for field, value in (("private_key", str(key)), ("known_hosts", str(known_hosts))):
+        text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
+        assert n == 1, f"examples/aws-p5/cluster.yaml has no ssh.{field} line"
+    if name:
+        text, n = re.subn(r"^name: \S+", f"name: {name}", text, flags=re.M)
+        assert n == 1
+    yaml_path.write_text(text)
+    return dest
+
+
+def _project(tmp_path: Path, ec2: Ec2Emulator, key: Path, name: str | None = None) -> Project:
+    known_hosts = tmp_path / "known_hosts"
+    proj = _copy_example(tmp_path / "aws-p5", key, known_hosts, name)
     env = {**os.environ, **engine_env()}
     env.update({
         "PULUMI_HOME": str(tmp_path / "home"),
         "PULUMI_CONFIG_PASSPHRASE": "e2e-passphrase",
         "AWS_ENDPOINT_URL": ec2.url,
-        "AWS_ACCESS_KEY_ID": "AKIAE2ETESTKEY000000",
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET,
         "AWS_DEFAULT_REGION": "us-east-1",
     })
     env.pop("AWS_PROFILE", None)
-    p = Project(proj, env)
-    (tmp_path / "state").mkdir()
-    p.pulumi("login", f"file://{tmp_path / 'state'}")
+    p = Project(proj, env, tmp_path / "state", known_hosts)
+    p.state.mkdir()
+    p.pulumi("login", f"file://{p.state}")
     p.pulumi("stack", "init", "e2e")
     return p
 
 
-def _live(ec2: Ec2Emulator, cluster: str) -> list[str]:
-    client = boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1",
-                          aws_access_key_id="AKIAE2ETESTKEY000000", aws_secret_access_key=SECRET)
-    res = client.describe_instances(Filters=[
+def _instances(ec2: Ec2Emulator, cluster: str) -> dict[str, dict[str, Any]]:
+    res = _client(ec2).describe_instances(Filters=[
         {"Name": "tag:metalfleet:cluster", "Values": [cluster]},
         {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
     ])
-    return sorted(i["InstanceId"] for r in res["Reservations"] for i in r["Instances"])
+    return {i["InstanceId"]: {**i, "Tags": {t["Key"]: t["Value"] for t in i.get("Tags", [])}}
+            for r in res["Reservations"] for i in r["Instances"]}
 
 
-def test_pulumi_up_refresh_replace_destroy(project: Project, ec2: Ec2Emulator, tmp_path: Path) -> None:
+def _live(ec2: Ec2Emulator, cluster: str) -> list[str]:
+    return sorted(_instances(ec2, cluster))
+
+
+def _bootstrapped(host: dict[str, Any]) -> bool:
+    """The simulated host's own record (its shims' state): the bootstrap installed and rebooted it."""
+    state = json.loads((Path(host["sandbox"]) / "state.json").read_text())
+    return bool(state["boots"] >= 1 and "nvidia-driver-550" in state["packages"] and state["md"])
+
+
+def _check_ready(p: Project, ec2: Ec2Emulator, cluster: str, count: int) -> dict[str, Any]:
+    """Ordered, bootstrapped over SSH with the console's host keys pinned, and accepted."""
+    out = p.outputs()
+    ids, ips = out["node_ids"], out["private_ips"]
+    assert len(ids) == count and _live(ec2, cluster) == sorted(ids)
+    assert sorted(out["accepted_ids"]) == sorted(ids)
+    assert str(out["hostfile"]).count("slots=8") == count
+    table = str(out["acceptance"])
+    assert f"{count} of {count} node(s) passed" in table
+    for i in range(count):
+        row = rf"^{cluster}-{i}\s+p5\.48xlarge\s+8/8\s+NV18\s+efa 32/32\s.*\sPASS$"
+        assert re.search(row, table, flags=re.M), table
+    hosts = {h["instance_id"]: h for h in ec2.sim_hosts()}
+    known = p.known_hosts.read_text()
+    for node_id, ip in zip(ids, ips, strict=True):
+        assert hosts[node_id]["address"] == ip
+        assert _bootstrapped(hosts[node_id])
+        # pin_on_first_contact is off and known_hosts started empty: the key came from the console
+        assert f"{ip} {' '.join(hosts[node_id]['host_key'].split()[:2])}" in known
+    tags = {i: inst["Tags"] for i, inst in _instances(ec2, cluster).items()}
+    assert {t.get("metalfleet:acceptance") for t in tags.values()} == {"passed"}
+    return out
+
+
+def test_up_bootstraps_and_accepts_then_refresh_replace_destroy(tmp_path: Path, ec2: Ec2Emulator,
+                                                                 key: Path) -> None:
     from metalfleet.providers import load_spec
 
+    project = _project(tmp_path, ec2, key)
     spec = load_spec(project.path / "cluster.yaml")
-    project.pulumi("up", "--yes", "--skip-preview")
-    out = project.outputs()
-    ids = out["node_ids"]
-    assert isinstance(ids, list) and len(ids) == spec.count
-    assert _live(ec2, spec.name) == sorted(ids)
-    assert str(out["hostfile"]).count("slots=8") == spec.count
+    assert spec.bootstrap.enabled and spec.acceptance.enabled and spec.ssh.key_pair == KEY_PAIR
+    assert not spec.ssh.pin_on_first_contact and spec.ssh.bastion is None
+
+    up = project.pulumi("up", "--yes", "--skip-preview")
+    assert "+ 7 created" in up.stdout, up.stdout  # stack, cluster, 2 nodes, 2 bootstraps, the gate
+    ids = _check_ready(project, ec2, spec.name, spec.count)["node_ids"]
 
     # A second `up` changes nothing: preview with --expect-no-changes fails on any diff.
     project.pulumi("preview", "--expect-no-changes")
-    project.pulumi("up", "--yes", "--skip-preview")
+    again = project.pulumi("up", "--yes", "--skip-preview")
+    assert "7 unchanged" in again.stdout, again.stdout
     assert _live(ec2, spec.name) == sorted(ids)
 
-    # Terminated behind Pulumi's back: refresh drops it, the next up replaces only that node.
-    boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1", aws_access_key_id="AKIAE2ETESTKEY000000",
-                 aws_secret_access_key=SECRET).terminate_instances(InstanceIds=[ids[0]])
+    # Terminated behind Pulumi's back: refresh drops it, the next up replaces only that node, bootstraps
+    # the new one and gates the cluster again.
+    _client(ec2).terminate_instances(InstanceIds=[ids[0]])
+    assert ids[0] not in {h["instance_id"] for h in ec2.sim_hosts()}
     project.pulumi("refresh", "--yes", "--skip-preview")
     drift = project.pulumi("preview", "--expect-no-changes", check=False)
     assert drift.returncode != 0, "after refresh the missing node must show as a change"
     project.pulumi("up", "--yes", "--skip-preview")
-    new_ids = project.outputs()["node_ids"]
-    assert isinstance(new_ids, list)
+    new_ids = _check_ready(project, ec2, spec.name, spec.count)["node_ids"]
     assert new_ids[1:] == ids[1:] and new_ids[0] != ids[0]
-    assert _live(ec2, spec.name) == sorted(new_ids)
+    project.pulumi("preview", "--expect-no-changes")
 
     project.pulumi("destroy", "--yes", "--skip-preview")
     assert _live(ec2, spec.name) == []
+    assert ec2.sim_hosts() == []
 
-    state = "\n".join(p.read_text(errors="replace") for p in (tmp_path / "state").rglob("*") if p.is_file())
+    state = "\n".join(p.read_text(errors="replace") for p in project.state.rglob("*") if p.is_file())
     assert state, "the file backend wrote no state"
     assert SECRET not in state
-    assert "AKIAE2ETESTKEY000000" not in state
+    assert ACCESS_KEY not in state
+    assert "PRIVATE KEY" not in state and key.read_text().split("\n")[1] not in state
+
+
+def test_a_node_that_fails_acceptance_fails_the_up_and_is_quarantined(tmp_path: Path, ec2: Ec2Emulator,
+                                                                      key: Path) -> None:
+    cluster = "llm-p5-bad"
+    # the host of node 1 reports 7 GPUs (as after a GPU fell off the bus): set before it boots
+    ec2.set_sim_host_rules([{"tags": {"metalfleet:cluster": cluster, "metalfleet:index": "1"},
+                             "config": {"gpu": {"count": 7}}}])
+    project = _project(tmp_path, ec2, key, name=cluster)
+    try:
+        up = project.pulumi("up", "--yes", "--skip-preview", check=False)
+        assert up.returncode != 0
+        text = up.stdout + up.stderr
+        assert f"cluster {cluster} did not pass acceptance" in text
+        assert f"quarantined {cluster}-1" in text and "expected 8 GPUs, found 7" in text, text
+
+        by_index = {inst["Tags"]["metalfleet:index"]: inst["Tags"] for inst in _instances(ec2, cluster).values()}
+        assert by_index["1"]["metalfleet:acceptance"] == "quarantined"
+        assert "expected 8 GPUs, found 7" in by_index["1"]["metalfleet:acceptance-reason"]
+        assert by_index["0"].get("metalfleet:acceptance") != "quarantined"
+    finally:
+        ec2.set_sim_host_rules([])
+        project.pulumi("destroy", "--yes", "--skip-preview")
+    assert _live(ec2, cluster) == []
+    assert ec2.sim_hosts() == []
