@@ -6,6 +6,7 @@ prints its SSH host keys. SSH to that IP with the key pair's key reaches a (VM-m
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 
 from metalfleet.bootstrap import SshConnection
 from metalfleet.bootstrap.inventory import Host
+from metalfleet.bootstrap.parsers.efa import parse_fi_info
 from metalfleet.bootstrap.ssh import SshOptions
 from metalfleet.providers import NodeState, parse_spec, plan
 from metalfleet.providers.aws import AwsDriver
@@ -109,7 +111,9 @@ def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, 
     # the key pair's key logs in as ubuntu, and the host is its own machine
     out = _run(address, [host["host_key"]], key, tmp_path / "kh", "hostname; sudo -n cat /etc/hostname")
     assert out.split() == [iid, iid]
-    assert '"count": 8' in (Path(host["sandbox"]) / "config.json").read_text()
+    config = json.loads((Path(host["sandbox"]) / "config.json").read_text())
+    assert config["gpu"]["count"] == 8
+    assert not Path(config["fixtures"]["fi_info"]).is_absolute()  # no EFA interface asked: the profile's listing
 
     # an idempotent replay boots nothing more
     again = ec2.run_instances(ImageId=IMAGE, InstanceType="p4d.24xlarge", MinCount=1, MaxCount=1, KeyName=KEY_PAIR,
@@ -168,6 +172,9 @@ def test_driver_pins_the_host_key_from_the_console(emu: Ec2Emulator, key: Path, 
         assert node.private_ip == sim["address"]
         [line] = node.extra["host_keys"]
         assert line.split()[:2] == sim["host_key"].split()[:2]
+        # its EFA devices are the 32 EFA interfaces the driver launched it with
+        listing = json.loads((Path(sim["sandbox"]) / "config.json").read_text())["fixtures"]["fi_info"]
+        assert len(parse_fi_info(Path(listing).read_text()).efa_devices) == node.extra["efa_interfaces"] == 32
         assert _run(node.private_ip, list(node.extra["host_keys"]), key, tmp_path / "kh", "hostname") == node.id
     # read once per driver; get() carries what was read
     driver.wait([n.id for n in nodes], NodeState.RUNNING, timeout=30)
