@@ -1,29 +1,37 @@
 """`make demo`: the main job, on the local emulated cloud.
 
-1. start the local EC2 emulator (moto server, extended) on 127.0.0.1
-2. list normalised GPU offerings
-3. order 2 x p5.48xlarge from examples/aws-p5/cluster.yaml with live progress, print, release
-4. the same cluster as a Pulumi stack on the real engine: up, show outputs, destroy
-5. stop everything it started
+1. start the local EC2 emulator (moto server, extended) on 127.0.0.1, with a simulated GPU host
+   behind every instance it launches (extension h: a VM-mode host at the instance's private IP)
+2. make a throwaway SSH key and import it as the example's key pair (``metalfleet-p5``)
+3. list normalised GPU offerings
+4. order 2 x p5.48xlarge from examples/aws-p5/cluster.yaml with live progress, print, release
+5. the same cluster as a Pulumi stack on the real engine: `metalfleet up` orders the nodes,
+   bootstraps them over SSH and runs the acceptance gate; print the acceptance table; destroy
+6. stop everything it started
 
 Nothing in metalfleet knows it talks to an emulator: the demo only sets AWS_ENDPOINT_URL and
-throwaway credentials for this process tree.
+throwaway credentials for this process tree, and runs a copy of the example whose ssh paths point
+at the throwaway key and a known_hosts file in a temporary folder (never ~/.ssh).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.emulators.ec2_server import start_ec2_emulator  # noqa: E402
+from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator  # noqa: E402
 
-SPEC = ROOT / "examples" / "aws-p5" / "cluster.yaml"
+EXAMPLE = ROOT / "examples" / "aws-p5"
 CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
 
 
@@ -36,8 +44,53 @@ def run(*args: str, env: dict[str, str]) -> None:
     subprocess.run([*CLI, *args], env=env, check=True)
 
 
+def run_json(*args: str, env: dict[str, str]) -> dict[str, Any]:
+    """Run a ``--json`` stack command: its engine log is shown as it comes, the JSON it ends with returned."""
+    print("$ metalfleet " + " ".join(args), flush=True)
+    with subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        doc: list[str] = []
+        for line in proc.stdout:
+            if doc or line == "{\n":  # the document printed after the log, from its first line on
+                doc.append(line)
+            else:
+                print(line, end="", flush=True)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, ["metalfleet", *args])
+    result: dict[str, Any] = json.loads("".join(doc))
+    return result
+
+
+def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
+    """examples/aws-p5 in ``dest`` with its ssh.private_key and ssh.known_hosts pointing into the temp folder."""
+    shutil.copytree(EXAMPLE, dest)
+    spec = dest / "cluster.yaml"
+    text = spec.read_text()
+    for field, value in (("private_key", key), ("known_hosts", known_hosts)):
+        text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
+        if n != 1:
+            raise SystemExit(f"{EXAMPLE}/cluster.yaml: no ssh.{field} line to point at the demo's temp folder")
+    spec.write_text(text)
+    return spec
+
+
+def leftovers(ec2: Ec2Emulator, cluster: str) -> tuple[int, int]:
+    import boto3
+
+    client = boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1")
+    res = client.describe_instances(Filters=[{"Name": "tag:metalfleet:cluster", "Values": [cluster]},
+                                             {"Name": "instance-state-name",
+                                              "Values": ["pending", "running", "stopping", "stopped"]}])
+    return sum(len(r["Instances"]) for r in res["Reservations"]), len(ec2.sim_hosts())
+
+
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="metalfleet-demo-") as tmp, start_ec2_emulator() as ec2:
+    if os.geteuid() != 0:
+        print("the demo's simulated GPU hosts need root (namespaces, mounts, sshd): run it as root",
+              file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="metalfleet-demo-") as tmp, start_ec2_emulator(sim_hosts=True) as ec2:
+        work = Path(tmp)
         env = {
             **os.environ,
             "AWS_ENDPOINT_URL": ec2.url,
@@ -45,20 +98,46 @@ def main() -> int:
             "AWS_SECRET_ACCESS_KEY": "demo-secret-not-real",
             "AWS_DEFAULT_REGION": "us-east-1",
             "PULUMI_CONFIG_PASSPHRASE": "demo",
-            "PULUMI_HOME": str(Path(tmp) / "pulumi-home"),
+            "PULUMI_HOME": str(work / "pulumi-home"),
         }
         env.pop("AWS_PROFILE", None)
-        banner(f"local EC2 emulator at {ec2.url}")
+        os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")})
+        banner(f"local EC2 emulator at {ec2.url}: every instance it launches is a simulated GPU host")
+
+        banner("a throwaway SSH key, imported as the example's key pair (metalfleet-p5)")
+        key = work / "ssh" / "metalfleet-p5"
+        key.parent.mkdir(mode=0o700)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "metalfleet-demo", "-f", str(key)],
+                       check=True)
+        print(f"ImportKeyPair metalfleet-p5 (as: aws ec2 import-key-pair --key-name metalfleet-p5 "
+              f"--public-key-material fileb://{key}.pub)")
+        import boto3
+
+        boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1").import_key_pair(
+            KeyName="metalfleet-p5", PublicKeyMaterial=Path(f"{key}.pub").read_bytes())
+        spec = copy_example(work / "aws-p5", key, work / "ssh" / "known_hosts")
+        print(f"examples/aws-p5 copied to {spec.parent}, ssh.private_key and ssh.known_hosts pointing there")
+
         banner("GPU offerings (describe_instance_types + dated price table)")
         run("offerings", "--provider", "aws", "--region", "us-east-1", env=env)
-        banner(f"order {SPEC.relative_to(ROOT)} directly through the driver")
-        run("order", str(SPEC), env=env)
-        run("release", str(SPEC), env=env)
-        banner("the same cluster as a Pulumi stack (real engine, local file backend)")
-        backend = f"file://{Path(tmp) / 'state'}"
-        run("up", str(SPEC), "--backend", backend, env=env)
-        run("destroy", str(SPEC), "--backend", backend, env=env)
-        banner("done: emulator stopped, no node left behind")
+
+        banner("order examples/aws-p5/cluster.yaml directly through the driver")
+        run("order", str(spec), env=env)
+        run("release", str(spec), env=env)
+
+        banner("the same cluster as a Pulumi stack (real engine, local file backend): order, bootstrap, gate")
+        backend = f"file://{work / 'state'}"
+        outputs = run_json("up", str(spec), "--backend", backend, "--json", env=env)["outputs"]
+        banner("acceptance (stack output `acceptance`)")
+        print(outputs["acceptance"])
+        print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}", flush=True)
+
+        run("destroy", str(spec), "--backend", backend, env=env)
+        instances, hosts = leftovers(ec2, "llm-p5")
+        if instances or hosts:
+            print(f"left behind: {instances} instance(s), {hosts} simulated host(s)", file=sys.stderr)
+            return 1
+        banner("done: no instance and no simulated host left; emulator stopped")
     return 0
 
 
