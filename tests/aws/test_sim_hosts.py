@@ -123,9 +123,9 @@ def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, 
 
     # stop powers it off (the disk stays), start boots it again with the same key
     ec2.stop_instances(InstanceIds=[iid])
-    assert not _reachable(address)
+    assert not _reachable(address) and [h["running"] for h in emu.sim_hosts()] == [False]
     ec2.start_instances(InstanceIds=[iid])
-    assert _reachable(address)
+    assert _reachable(address) and [h["running"] for h in emu.sim_hosts()] == [True]
     assert _run(address, [host["host_key"]], key, tmp_path / "kh", "cat /proc/sys/kernel/random/boot_id")
 
     ec2.terminate_instances(InstanceIds=[iid])

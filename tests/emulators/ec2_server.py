@@ -54,12 +54,13 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     instance's private IPv4 (DescribeInstances, its primary network interface) is the host's
     ``127.x.y.z`` address, so SSH to the node's private IP reaches it. GetConsoleOutput answers
     cloud-init style output (base64, as EC2 does) that prints the host's key between
-    ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``. The host's EFA devices
-    are the instance's: its ``fi_info -p efa`` lists one device per EFA interface the launch asked for
-    (in the format of the captured listing in shared/fixtures/efa, which is cut after 3 devices, so a
-    p5 launched with 32 EFA interfaces shows 32 and one launched with fewer fails acceptance). StopInstances powers
-    the host off (its disk stays), StartInstances boots it again, RebootInstances reboots it;
-    TerminateInstances, a state reset and the server's exit stop it (processes, mounts, folder).
+    ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``. The host's EFA
+    devices are the instance's: its ``fi_info -p efa`` lists one device per EFA interface the launch
+    asked for (in the format of the captured listing in shared/fixtures/efa, which is cut after 3
+    devices), so a p5 launched with 32 EFA interfaces shows 32 and one launched with fewer fails
+    acceptance. StopInstances powers the host off (its disk stays), StartInstances boots it again,
+    RebootInstances reboots it; TerminateInstances, a state reset and the server's exit stop it
+    (processes, mounts, folder).
     Nothing in the product knows: it sees EC2 instances with private IPs, key pairs and console output.
 (i) CreateTags naming an instance id that does not exist answers InvalidInstanceID.NotFound, as on AWS
     (moto tags the unknown id and answers success).
@@ -75,8 +76,9 @@ Control endpoints (not EC2; never counted or faulted):
                                empties every moto backend)
     GET  /_metalfleet/stats    {"requests": n, "by_action": {...}, "faults": {...}}
     GET  /_metalfleet/requests?action=RunInstances   the recorded requests (flat query parameters)
-    GET  /_metalfleet/sim-hosts  (h) the running hosts: [{"instance_id", "address", "port", "host_key",
-                               "offering", "profile", "sandbox"}]; ``sandbox`` holds the host's config.json
+    GET  /_metalfleet/sim-hosts  (h) the hosts of live instances: [{"instance_id", "address", "port",
+                               "host_key", "offering", "profile", "sandbox", "running"}] ("running": false
+                               while its instance is stopped); ``sandbox`` holds the host's config.json
                                (what its shims report: edit it to break a host) and state.json
     POST /_metalfleet/sim-hosts  {"rules": [{"tags": {"metalfleet:index": "1"}, "config": {"gpu": {"count": 7}}}]}
                                config.json values for hosts booted from now on, by the instance's tags
@@ -500,7 +502,7 @@ def fi_info_text(devices: int) -> str:
     return "".join(entries)
 
 
-def console_text(instance_id: str, address: str, host_key: str, booted: datetime) -> str:
+def console_text(address: str, host_key: str, booted: datetime) -> str:
     """What an Ubuntu cloud image prints to the serial console at first boot (the parts that matter)."""
     import base64
 
@@ -571,7 +573,7 @@ class SimHosts:
             host.update_config(fixtures={"fi_info": str(listing)})
         with self.lock:
             self.hosts[instance_id] = host
-            self.consoles[instance_id] = console_text(instance_id, host.address, host.host_key, datetime.now(UTC))
+            self.consoles[instance_id] = console_text(host.address, host.host_key, datetime.now(UTC))
         return host
 
     def get(self, instance_id: str) -> Any:
@@ -597,7 +599,8 @@ class SimHosts:
         with self.lock:
             hosts = dict(self.hosts)
         return [{"instance_id": i, "address": h.address, "port": h.port, "host_key": h.host_key,
-                 "offering": h.offering, "profile": h.fleet.profile, "sandbox": str(h.root), "running": h.running}
+                 "offering": h.offering, "profile": h.fleet.profile, "sandbox": str(h.root),
+                 "running": bool(h.running and h.reaper)}
                 for i, h in sorted(hosts.items())]
 
 
