@@ -91,7 +91,10 @@ class NodeProvider(ResourceProvider):
             # Terminated behind Pulumi's back: report it gone so `refresh` drops it and the next
             # `up` orders a replacement.
             return ReadResult(id_="", outs={})
-        return ReadResult(id_=id, outs=_outs(props, node.to_dict()))
+        outs = _outs(props, node.to_dict())
+        # A plain get() does not re-read the console: keep the host keys pinned at create time.
+        outs["host_keys"] = outs["host_keys"] or list(props.get("host_keys") or [])
+        return ReadResult(id_=id, outs=outs)
 
     def delete(self, id: str, props: dict[str, Any]) -> None:
         driver = self._driver(props)

@@ -68,3 +68,10 @@ def test_delete_releases_and_tolerates_a_node_already_gone(props: dict) -> None:
     assert fake.get(created.id).state.value == "terminated"
     assert fake.list_nodes("unit") == []
     p.delete(created.id, created.outs)  # second delete is a no-op, not an error
+
+
+def test_read_keeps_host_keys_pinned_at_create_time(props: dict) -> None:
+    p = NodeProvider()
+    created = p.create(props)
+    outs = {**created.outs, "host_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPinnedAtCreate"]}
+    assert p.read(created.id, outs).outs["host_keys"] == outs["host_keys"]
