@@ -20,6 +20,10 @@ if [ -x "$bin/pulumi" ] && "$bin/pulumi" version 2>/dev/null | grep -qx "v${vers
   install_launchers; echo "$bin"; exit 0
 fi
 mkdir -p "$bin"
+if ! command -v go >/dev/null 2>&1; then
+  [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+  command -v go >/dev/null 2>&1 || { echo "build-pulumi-engine: Go is needed to build the Pulumi CLI (https://go.dev/dl/)" >&2; exit 1; }
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 modfile_dir=$(go env GOMODCACHE)/cache/download/github.com/pulumi/pulumi/pkg/v3/@v
