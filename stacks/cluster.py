@@ -7,7 +7,7 @@ bootstrapping and gating share one dependency graph in one ``pulumi up``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -17,6 +17,9 @@ from metalfleet.providers.fleet import plan, resolve_offering
 from metalfleet.providers.models import node_spec_to_dict
 
 from .node import GpuNode
+
+if TYPE_CHECKING:
+    from .acceptance import ClusterAcceptance
 
 __all__ = ["GpuCluster", "NodesHook", "hostfile"]
 
@@ -41,10 +44,25 @@ def _check_driver_config(config: Mapping[str, Any]) -> None:
 
 
 class GpuCluster(pulumi.ComponentResource):
-    """A GPU cluster built from a :class:`ClusterSpec`.
+    """A GPU cluster built from a :class:`ClusterSpec`: nodes, then (as the spec says) a bootstrap per
+    node and the acceptance gate.
 
-    Outputs: ``node_ids``, ``private_ips``, ``hostfile`` (one ``ip slots=N`` line per node), ``offering``.
+    Outputs: ``node_ids``, ``private_ips``, ``hostfile`` (one ``ip slots=N`` line per node — accepted
+    nodes only when the gate is on), ``offering``. ``after_nodes`` hooks add more resources after these.
     """
+
+    @staticmethod
+    def _default_hooks(spec: ClusterSpec) -> list[NodesHook]:
+        hooks: list[NodesHook] = []
+        if spec.bootstrap.enabled:
+            from .bootstrap import bootstrap_hook
+
+            hooks.append(bootstrap_hook)
+        if spec.acceptance.enabled:
+            from .acceptance import acceptance_hook
+
+            hooks.append(acceptance_hook)
+        return hooks
 
     node_ids: pulumi.Output[list[str]]
     private_ips: pulumi.Output[list[str]]
@@ -81,8 +99,12 @@ class GpuCluster(pulumi.ComponentResource):
         self.private_ips = pulumi.Output.all(*[n.private_ip for n in self.nodes])
         self.hostfile = self.private_ips.apply(lambda ips: hostfile(ips, offering.gpu_count))
         self.extras: list[pulumi.Resource] = []
-        for hook in after_nodes:
+        self.acceptance: ClusterAcceptance | None = None
+        for hook in (*self._default_hooks(spec), *after_nodes):
             self.extras.extend(hook(self, self.nodes))
+        if self.acceptance is not None:
+            # With the gate on, the hostfile lists accepted nodes only.
+            self.hostfile = self.acceptance.hostfile
         self.register_outputs({
             "node_ids": self.node_ids,
             "private_ips": self.private_ips,

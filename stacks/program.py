@@ -22,22 +22,12 @@ def _declare(spec: ClusterSpec, driver_config: Mapping[str, Any] | None) -> GpuC
     cfg = pulumi.Config("metalfleet")
     config = dict(driver_config or {})
     config.update(cfg.get_object("driverConfig") or {})
-    hooks = []
-    if spec.bootstrap.enabled:
-        from .bootstrap import bootstrap_hook
-
-        hooks.append(bootstrap_hook)
-    if spec.acceptance.enabled:
-        from .acceptance import acceptance_hook
-
-        hooks.append(acceptance_hook)
-    cluster = GpuCluster(spec.name, spec, driver_config=config, after_nodes=hooks)
+    cluster = GpuCluster(spec.name, spec, driver_config=config)
     pulumi.export("offering", cluster.offering.name)
     pulumi.export("node_ids", cluster.node_ids)
     pulumi.export("private_ips", cluster.private_ips)
-    gate = getattr(cluster, "acceptance", None)
-    # With the gate on, the hostfile lists accepted nodes only.
-    pulumi.export("hostfile", gate.hostfile if gate is not None else cluster.hostfile)
+    pulumi.export("hostfile", cluster.hostfile)
+    gate = cluster.acceptance
     if gate is not None:
         pulumi.export("accepted_ids", gate.accepted_ids)
         pulumi.export("acceptance", gate.table)

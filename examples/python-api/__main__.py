@@ -1,6 +1,11 @@
 """The same cluster from Python instead of YAML: build the spec in code, compose with other resources.
 
-Run with `pulumi up` in this folder (Pulumi.yaml beside it), or import `declare` from your own program.
+Run with `pulumi up` in this folder (Pulumi.yaml beside it), or import `declare` from your own program:
+
+    pulumi config set image ami-0123456789abcdef0
+    pulumi config set subnetId subnet-0123456789abcdef0
+    pulumi config set keyPair my-key-pair && pulumi config set privateKey ~/.ssh/my-key
+    pulumi preview
 """
 
 import pulumi
@@ -19,6 +24,9 @@ def declare() -> GpuCluster:
         "requirements": {"gpu": "H100", "min_gpus": 8, "fabric": "efa"},
         "count": cfg.get_int("count") or 2,
         "image": cfg.require("image"),
+        "network": {"subnet_id": cfg.require("subnetId")},
+        "ssh": {"user": cfg.get("sshUser") or "ubuntu", "key_pair": cfg.get("keyPair"),
+                "private_key": cfg.get("privateKey")},
         "storage": {"kms_key_id": cfg.get("kmsKeyId"), "root": {"size_gib": 500}},
         "tags": {"team": "ml-infra", "cost-center": "research"},
     })

@@ -18,6 +18,10 @@ class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         self.created.append(args)
         outs = dict(args.inputs)
+        if args.name.endswith("-acceptance"):
+            return args.name, {**outs, "hostfile": "10.1.0.11 slots=8\n", "accepted_ids": ["n-1"], "table": "t"}
+        if args.name.endswith("-bootstrap"):
+            return args.name, {**outs, "status": "changed"}
         if args.typ == "pulumi-python:dynamic:Resource":
             idx = int(args.inputs["spec"]["index"])
             outs.update(private_ip=f"10.1.0.{idx + 10}", node_id=f"n-{idx}", state="running")
@@ -36,7 +40,7 @@ from metalfleet.stacks.cluster import GpuCluster, hostfile  # noqa: E402  (mocks
 
 def _spec(**over: Any) -> Any:
     base = {"name": "mock", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 3,
-            "image": "img-1"}
+            "image": "img-1", "bootstrap": {"enabled": False}, "acceptance": {"enabled": False}}
     return parse_spec({**base, **over})
 
 
@@ -75,3 +79,20 @@ def test_unknown_offering_fails_at_program_time_naming_the_field() -> None:
 
 def test_hostfile_has_one_line_per_node_with_gpu_slots() -> None:
     assert hostfile(["10.0.0.1", "10.0.0.2"], 8) == "10.0.0.1 slots=8\n10.0.0.2 slots=8\n"
+
+
+@pulumi.runtime.test
+def test_bootstrap_and_gate_follow_the_nodes_and_the_hostfile_lists_accepted_nodes(tmp_path: Path) -> Any:
+    MOCKS.created.clear()
+    spec = _spec(name="gated", count=2, bootstrap={"enabled": True}, acceptance={"enabled": True})
+    cluster = GpuCluster("g1", spec, driver_config={"state_path": str(tmp_path / "f.json")})
+    assert cluster.acceptance is not None
+
+    def check(hf: str) -> None:
+        names = sorted(r.name for r in MOCKS.created if r.typ == "pulumi-python:dynamic:Resource")
+        assert names == ["g1-0", "g1-0-bootstrap", "g1-1", "g1-1-bootstrap", "g1-acceptance"]
+        gate = next(r for r in MOCKS.created if r.name == "g1-acceptance")
+        assert [n["id"] for n in gate.inputs["nodes"]] == ["n-0", "n-1"]
+        assert hf == "10.1.0.11 slots=8\n", "with the gate on, the hostfile is the accepted nodes'"
+
+    return cluster.hostfile.apply(check)

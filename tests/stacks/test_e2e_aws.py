@@ -217,3 +217,24 @@ def test_a_node_that_fails_acceptance_fails_the_up_and_is_quarantined(tmp_path: 
         project.pulumi("destroy", "--yes", "--skip-preview")
     assert _live(ec2, cluster) == []
     assert ec2.sim_hosts() == []
+
+
+def test_python_api_example_previews_against_the_emulator(tmp_path: Path, ec2: Ec2Emulator, key: Path) -> None:
+    """examples/python-api: requirements (H100 + EFA) pick p5.48xlarge; preview plans the whole cluster."""
+    proj = tmp_path / "python-api"
+    shutil.copytree(ROOT / "examples" / "python-api", proj)
+    p = _project(tmp_path, ec2, key)
+    p.path = proj
+    p.pulumi("stack", "init", "api")
+    for k, v in (("image", "ami-0123456789abcdef0"), ("subnetId", "subnet-54ebca3a3af69685d"),
+                 ("keyPair", KEY_PAIR), ("privateKey", str(key))):
+        p.pulumi("config", "set", k, v)
+    out = p.pulumi("preview", "--json")
+    steps = json.loads(out.stdout)["steps"]
+    creates = [s for s in steps if s["op"] == "create"]
+    names = sorted(s["urn"].rsplit("::", 1)[1] for s in creates)
+    assert "train-h100-0" in names and "train-h100-1" in names
+    assert "train-h100-acceptance" in names and "train-h100-0-bootstrap" in names
+    node = next(s for s in creates if s["urn"].endswith("::train-h100-0"))
+    assert node["newState"]["inputs"]["spec"]["offering"] == "p5.48xlarge"
+    assert _live(ec2, "train-h100") == [], "a preview must not order anything"
