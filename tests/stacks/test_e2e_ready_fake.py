@@ -72,6 +72,19 @@ def test_up_bootstraps_and_accepts_then_noop(tmp_path: Path, pulumi_home: Path, 
 
     again = automation.up(spec, opts)
     assert set(again.summary) == {"same"}, again.summary
+
+    # A changed profile re-applies only what changed: one NCCL setting, no installer runs again.
+    for h in hosts:
+        h.clear_invocations()
+    tuned = spec.model_copy(update={"bootstrap": spec.bootstrap.model_copy(
+        update={"overrides": {"nccl-config": {"env": {"NCCL_MIN_NCHANNELS": "32"}}}})})
+    third = automation.up(tuned, opts)
+    assert third.summary.get("update") == 2 and "create" not in third.summary, third.summary
+    for h in hosts:
+        written = h.upper("/etc/nccl.conf").read_text() + h.upper("/etc/profile.d/metalfleet-nccl.sh").read_text()
+        assert "NCCL_MIN_NCHANNELS=32" in written
+        tools = {argv[0].rsplit("/", 1)[-1] for argv in h.invocations()}
+        assert not tools & {"apt-get", "dpkg", "mdadm", "mkfs.xfs", "reboot"}, tools
     automation.destroy(spec, opts)
     assert FakeDriver(state_path=fake_state).list_nodes("ready-ok") == []
 
