@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from .parsers.infiniband import parse_ibstat
+from .parsers.storage import parse_mdstat
+
 __all__ = [
     "BlockDevice",
     "BlockDevices",
@@ -332,34 +335,11 @@ class IbStat(Fact[tuple[IbPort, ...]]):
         return ["ibstat"]
 
     def parse(self, stdout: str, rc: int) -> tuple[IbPort, ...]:
-        ports: list[IbPort] = []
-        ca = ""
-        port: int | None = None
-        info: dict[str, str] = {}
-
-        def flush() -> None:
-            if ca and port is not None:
-                rate = info.get("Rate", "0").split()[0]
-                ports.append(IbPort(ca, port, info.get("State", ""), int(rate) if rate.isdigit() else 0,
-                                    info.get("Link layer", "")))
-
-        for raw in stdout.splitlines():
-            line = raw.strip()
-            m = re.match(r"^CA '([^']+)'", line)
-            if m:
-                flush()
-                ca, port, info = m.group(1), None, {}
-                continue
-            m = re.match(r"^Port (\d+):$", line)
-            if m:
-                flush()
-                port, info = int(m.group(1)), {}
-                continue
-            k, sep, v = line.partition(":")
-            if sep and port is not None:
-                info[k.strip()] = v.strip()
-        flush()
-        return tuple(ports)
+        if rc != 0 or not stdout.strip():
+            return ()
+        report = parse_ibstat(stdout)
+        return tuple(IbPort(dev.name, port.number, port.state or "", int(port.rate_gbps or 0), port.link_layer or "")
+                     for dev in report.devices for port in dev.ports)
 
 
 @dataclass(frozen=True)
@@ -480,14 +460,10 @@ class MdStat(Fact[tuple[MdArray, ...]]):
         return ["cat", self.path]
 
     def parse(self, stdout: str, rc: int) -> tuple[MdArray, ...]:
-        arrays = []
-        for line in stdout.splitlines():
-            m = re.match(r"^(md\S*)\s*:\s*(\S+)\s+(?:\((\S+)\)\s+)?(raid\d+|linear)?\s*(.*)$", line)
-            if not m:
-                continue
-            members = tuple(re.sub(r"\[\d+\].*$", "", t) for t in m.group(5).split())
-            arrays.append(MdArray(m.group(1), m.group(4) or "", m.group(2), members))
-        return tuple(arrays)
+        if rc != 0 or not stdout.strip():
+            return ()
+        return tuple(MdArray(a.name, a.level or "", a.state, tuple(m.device for m in a.members))
+                     for a in parse_mdstat(stdout).arrays)
 
 
 @dataclass(frozen=True)
