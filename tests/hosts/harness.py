@@ -453,18 +453,18 @@ class HostFleet:
         self.stop()
 
 
-def _sshd_config(h: SimHost, fleet: HostFleet, bin_dir: Path) -> str:
-    env = {"MF_ROOT": str(h.root), "MF_FIXTURES": str(FIXTURES), "HOME": str(h.root),
-           "PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+def sshd_config(*, listen: str, host_key: str, pid_file: str, authorized_keys: str, users: str,
+                permit_root: str, env: Mapping[str, str], header: str = "") -> str:
+    """The sshd_config of a simulated host (plain and VM mode differ only in these parameters)."""
     setenv = " ".join(f'"{k}={v}"' for k, v in env.items())
-    return f"""ListenAddress {h.address}:{h.port}
-HostKey {h.sshd_dir}/ssh_host_ed25519_key
-PidFile {h.sshd_dir}/sshd.pid
-AuthorizedKeysFile {fleet.base}/authorized_keys
+    return f"""{header}ListenAddress {listen}
+HostKey {host_key}
+PidFile {pid_file}
+AuthorizedKeysFile {authorized_keys}
 StrictModes no
 UsePAM no
-PermitRootLogin no
-AllowUsers {USER}
+PermitRootLogin {permit_root}
+AllowUsers {users}
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
@@ -479,6 +479,14 @@ LogLevel INFO
 SetEnv {setenv}
 Subsystem sftp internal-sftp
 """
+
+
+def _sshd_config(h: SimHost, fleet: HostFleet, bin_dir: Path) -> str:
+    env = {"MF_ROOT": str(h.root), "MF_FIXTURES": str(FIXTURES), "HOME": str(h.root),
+           "PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+    return sshd_config(listen=f"{h.address}:{h.port}", host_key=f"{h.sshd_dir}/ssh_host_ed25519_key",
+                       pid_file=f"{h.sshd_dir}/sshd.pid", authorized_keys=f"{fleet.base}/authorized_keys",
+                       users=USER, permit_root="no", env=env)
 
 
 def host_config(profile: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -83,6 +83,7 @@ from .harness import (
     _kill,
     host_config,
     new_fleet,
+    sshd_config,
 )
 
 mfshim: Any = getattr(harness, "mfshim")  # noqa: B009 - the shims' own state logic (tests/hosts/shims/mfshim.py)
@@ -163,30 +164,10 @@ def _sshd_config(h: VmHost) -> str:
     env = {"MF_ROOT": str(h.root), "MF_FS_ROOT": "/", "MF_FIXTURES": str(FIXTURES),
            "PATH": f"{h.fleet.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "LC_ALL": "C.UTF-8"}
-    setenv = " ".join(f'"{k}={v}"' for k, v in env.items())
-    return f"""# sshd of simulated host {h.name} (VM mode, tests/hosts/vm.py)
-ListenAddress {h.address}:{h.port}
-HostKey /etc/ssh/ssh_host_ed25519_key
-PidFile /run/sshd.pid
-AuthorizedKeysFile /etc/ssh/authorized_keys
-StrictModes no
-UsePAM no
-PermitRootLogin prohibit-password
-AllowUsers {" ".join(h.users)}
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-UseDNS no
-PrintMotd no
-PrintLastLog no
-MaxStartups 200:30:400
-MaxSessions 64
-AllowTcpForwarding yes
-PermitUserEnvironment no
-LogLevel INFO
-SetEnv {setenv}
-Subsystem sftp internal-sftp
-"""
+    return sshd_config(header=f"# sshd of simulated host {h.name} (VM mode, tests/hosts/vm.py)\n",
+                       listen=f"{h.address}:{h.port}", host_key="/etc/ssh/ssh_host_ed25519_key",
+                       pid_file="/run/sshd.pid", authorized_keys="/etc/ssh/authorized_keys",
+                       users=" ".join(h.users), permit_root="prohibit-password", env=env)
 
 
 @dataclass
