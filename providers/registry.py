@@ -7,13 +7,15 @@ the built-in table below is the fallback for a source checkout that is not insta
 from __future__ import annotations
 
 import importlib
+import json
+from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
 from .contract import ComputeDriver
 from .errors import InvalidSpecError
 
-__all__ = ["available_drivers", "get_driver"]
+__all__ = ["available_drivers", "get_driver", "parse_driver_config"]
 
 ENTRY_POINT_GROUP = "metalfleet.drivers"
 
@@ -56,3 +58,15 @@ def get_driver(name: str, **config: Any) -> ComputeDriver:
             value=name,
         ) from exc
     return driver  # type: ignore[no-any-return]
+
+
+def parse_driver_config(pairs: Sequence[str], flag: str = "--driver-config") -> dict[str, Any]:
+    """``KEY=VALUE`` command-line items as driver settings; JSON-looking values (numbers, lists,
+    objects, true/false) are decoded, anything else stays a string."""
+    out: dict[str, Any] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidSpecError(f"{flag} takes KEY=VALUE, got {item!r}", field=flag.lstrip("-"), value=item)
+        out[key] = json.loads(value) if value[:1] in "[{0123456789" or value in ("true", "false") else value
+    return out

@@ -23,21 +23,12 @@ from metalfleet.providers import (
     load_spec,
 )
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.registry import parse_driver_config
 
 __all__ = ["main"]
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-def _kv(pairs: Sequence[str], flag: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in pairs:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidSpecError(f"{flag} takes KEY=VALUE, got {item!r}", field=flag, value=item)
-        out[key] = json.loads(value) if value[:1] in "[{0123456789" or value in ("true", "false") else value
-    return out
-
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -102,7 +93,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _driver_for(spec: ClusterSpec, args: argparse.Namespace) -> Any:
-    return get_driver(spec.provider, region=spec.region, **_kv(args.driver_config, "--driver-config"))
+    return get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
 
 
 def cmd_order(args: argparse.Namespace) -> int:
@@ -133,7 +124,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     options = automation.StackOptions(backend_url=args.backend, stack=args.stack,
-                                      driver_config=_kv(args.driver_config, "--driver-config"))
+                                      driver_config=parse_driver_config(args.driver_config))
     fn = getattr(automation, args.command)
     result = fn(spec, options, on_output=lambda line: print(line, end="" if line.endswith("\n") else "\n"))
     if args.json:

@@ -195,20 +195,13 @@ def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any])
                                field="path", value=str(p))
     from metalfleet.providers.fleet import resolve_offering
     from metalfleet.providers.models import NodeState
-    from metalfleet.providers.registry import get_driver
+    from metalfleet.providers.registry import get_driver, parse_driver_config
     from metalfleet.providers.spec import parse_spec
 
     from .quarantine import spec_overrides
 
     spec = parse_spec(doc, str(p))
-    config: dict[str, Any] = {}
-    for item in args.driver_config:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidSpecError(f"--driver-config takes KEY=VALUE, got {item!r}", field="driver-config",
-                                   value=item)
-        config[key] = json.loads(value) if value[:1] in "[{0123456789" or value in ("true", "false") else value
-    driver = get_driver(spec.provider, region=spec.region, **config)
+    driver = get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
     nodes = [n for n in driver.list_nodes(spec.name) if n.state == NodeState.RUNNING and n.private_ip]
     if not nodes:
         raise InvalidSpecError(f"cluster {spec.name} has no running node on {spec.provider} to check",
