@@ -10,7 +10,7 @@ from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError
 
-__all__ = ["DEFAULT_THRESHOLD", "known_offerings", "load_baselines", "resolve_baseline"]
+__all__ = ["DEFAULT_THRESHOLD", "known_offerings", "load_baselines", "resolve_baseline", "set_dotted"]
 
 DEFAULT_THRESHOLD = 0.9
 
@@ -79,3 +79,11 @@ def resolve_baseline(offering: str, overrides: dict[str, Any] | None = None) -> 
         raise InvalidSpecError("required must be a list of check names", field="required", value=merged.get("required"))
     merged["name"] = key
     return merged
+
+
+def set_dotted(tree: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in a nested dict, making the intermediate dicts."""
+    keys = path.split(".")
+    for key in keys[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[keys[-1]] = value

@@ -19,7 +19,7 @@ from typing import Any
 from metalfleet.providers.errors import InvalidSpecError
 
 from ..parsers import PARSERS, ParseError
-from .baselines import known_offerings
+from .baselines import known_offerings, set_dotted
 from .offline import parse_file, verify_dir
 from .report import to_json, to_junit, to_markdown
 
@@ -111,11 +111,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             value = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
-        node = out
-        keys = path.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
+        set_dotted(out, path, value)
     if args.threshold is not None:
         out["threshold"] = args.threshold
     return out
@@ -177,17 +173,12 @@ class _Progress:
 def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any],
                                                                                        Any]:
     """(inventory, overrides, (driver, nodes) or None) for an inventory or a cluster spec file."""
-    import yaml
+    from metalfleet.providers.spec import load_yaml
 
     from ..inventory import hosts_from_spec, parse_inventory
 
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise InvalidSpecError(f"cannot read {p}: {exc.strerror}", field="path", value=str(p)) from exc
-    except yaml.YAMLError as exc:
-        raise InvalidSpecError(f"{p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
+    doc = load_yaml(p, "inventory or cluster spec")
     if isinstance(doc, dict) and "hosts" in doc:
         return parse_inventory(doc, str(p)), overrides, None
     if not (isinstance(doc, dict) and "provider" in doc):
@@ -198,7 +189,7 @@ def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any])
     from metalfleet.providers.registry import get_driver, parse_driver_config
     from metalfleet.providers.spec import parse_spec
 
-    from .quarantine import spec_overrides
+    from .quarantine import merge_overrides, spec_overrides
 
     spec = parse_spec(doc, str(p))
     driver = get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
@@ -207,12 +198,7 @@ def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any])
         raise InvalidSpecError(f"cluster {spec.name} has no running node on {spec.provider} to check",
                                field="name", value=spec.name)
     inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
-    merged = spec_overrides(spec)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
-        else:
-            merged[key] = value
+    merged = merge_overrides(spec_overrides(spec), overrides)
     return inventory, merged, (driver, nodes)
 
 

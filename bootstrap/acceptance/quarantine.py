@@ -36,6 +36,7 @@ from metalfleet.providers.spec import ClusterSpec
 
 from ..inventory import Host, Inventory, hosts_from_spec
 from ..progress import ProgressCallback
+from .baselines import set_dotted
 from .live import AcceptanceReport, NodeAcceptance, run_acceptance
 from .probes import AcceptanceOptions
 
@@ -51,6 +52,7 @@ __all__ = [
     "accepted_hosts",
     "apply_quarantine",
     "load_quarantine",
+    "merge_overrides",
     "spec_overrides",
     "tag_node",
     "write_quarantine",
@@ -79,20 +81,17 @@ def spec_overrides(spec: ClusterSpec) -> dict[str, Any]:
     acc = spec.acceptance
     out: dict[str, Any] = {"threshold": acc.threshold}
     for path, value in acc.baselines.items():
-        node = out
-        keys = path.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
+        set_dotted(out, path, value)
     if acc.checks:
         out["required"] = list(acc.checks)
     return out
 
 
-def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+def merge_overrides(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, recursively: an override of one baseline value keeps its siblings."""
     out = dict(base)
     for k, v in top.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+        out[k] = merge_overrides(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -234,7 +233,7 @@ def accept_cluster(
         outcome.accepted = list(nodes)
         return outcome
     off = offering or resolve_offering(driver, spec)
-    ov = _merge(spec_overrides(spec), overrides or {})
+    ov = merge_overrides(spec_overrides(spec), overrides or {})
     to_hosts: InventoryFn = inventory_for or (lambda ns: hosts_from_spec(spec, ns, off))
     budget = acc.retry_budget if acc.replace_failed else 0
     gens = dict(generations or {})
