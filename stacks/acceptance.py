@@ -13,8 +13,6 @@ then this resource owns them and releases them on destroy, so none is orphaned.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,24 +21,12 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from metalfleet.providers import ClusterSpec, get_driver, parse_spec
 from metalfleet.providers.errors import MetalfleetError, NotFoundError
-from metalfleet.providers.models import Node, NodeState
 from metalfleet.providers.retry import DEFAULT_POLICY
 
-from .cluster import hostfile
+from .cluster import hostfile, spec_fingerprint
+from .node import node_from_input, node_input
 
 __all__ = ["ClusterAcceptance", "ClusterAcceptanceProvider", "acceptance_hook"]
-
-
-def _nodes(props: dict[str, Any]) -> list[Node]:
-    return [Node(id=n["id"], provider=n["provider"], region=n.get("region") or "", state=NodeState.RUNNING,
-                 offering=n["offering"], private_ip=n["private_ip"], name=n.get("name"), tags=n.get("tags") or {},
-                 extra={"host_keys": list(n.get("host_keys") or [])})
-            for n in props["nodes"]]
-
-
-def _fingerprint(spec: ClusterSpec) -> str:
-    return hashlib.sha256(json.dumps(spec.model_dump(mode="json")["acceptance"], sort_keys=True).encode()
-                          ).hexdigest()[:16]
 
 
 class ClusterAcceptanceProvider(ResourceProvider):
@@ -56,7 +42,7 @@ class ClusterAcceptanceProvider(ResourceProvider):
         spec = parse_spec(props["spec"], "acceptance resource input")
         driver = self._driver(props)
         offering = resolve_offering(driver, spec)
-        outcome = accept_cluster(driver, spec, _nodes(props), offering=offering,
+        outcome = accept_cluster(driver, spec, [node_from_input(n) for n in props["nodes"]], offering=offering,
                                  bootstrap=lambda ns: bootstrap_cluster(spec, ns, offering=offering))
         table = "\n\n".join(format_table(r) for r in outcome.reports)
         if not outcome.ok:
@@ -107,17 +93,15 @@ class ClusterAcceptance(Resource):
     def __init__(self, name: str, spec: ClusterSpec, nodes: Sequence[dict[str, Any]],
                  driver_config: dict[str, Any] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         props = {"spec": spec.model_dump(mode="json"), "nodes": list(nodes), "driver_config": driver_config or {},
-                 "fingerprint": _fingerprint(spec), "accepted_ids": None, "accepted_ips": None, "hostfile": None,
-                 "replaced": None, "owned_replacements": None, "summary": None, "table": None}
+                 "fingerprint": spec_fingerprint(spec, "acceptance"), "accepted_ids": None, "accepted_ips": None,
+                 "hostfile": None, "replaced": None, "owned_replacements": None, "summary": None, "table": None}
         super().__init__(ClusterAcceptanceProvider(), name, props, opts)
 
 
 def acceptance_hook(cluster: Any, nodes: Sequence[Any]) -> list[pulumi.Resource]:
     """``GpuCluster`` seam: one gate after every node (and its bootstrap, when there is one)."""
     spec: ClusterSpec = cluster.spec
-    node_inputs = [{"id": n.id, "name": n.node_name, "private_ip": n.private_ip, "offering": n.offering,
-                    "provider": spec.provider, "region": spec.region, "tags": n.tags, "host_keys": n.host_keys}
-                   for n in nodes]
+    node_inputs = [node_input(n, spec.provider, spec.region) for n in nodes]
     gate = ClusterAcceptance(f"{cluster._name}-acceptance", spec, node_inputs, cluster.driver_config,
                              opts=pulumi.ResourceOptions(parent=cluster, depends_on=[*nodes, *cluster.extras]))
     cluster.acceptance = gate

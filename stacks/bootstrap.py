@@ -7,8 +7,6 @@ does what changed; an unchanged profile is not re-applied at all.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,22 +15,16 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from metalfleet.providers import ClusterSpec, parse_spec
 from metalfleet.providers.errors import MetalfleetError
-from metalfleet.providers.models import Node, NodeState
+
+from .cluster import spec_fingerprint
+from .node import node_from_input, node_input
 
 __all__ = ["NodeBootstrap", "NodeBootstrapProvider", "bootstrap_hook", "profile_fingerprint"]
 
 
 def profile_fingerprint(spec: ClusterSpec) -> str:
     """What a bootstrap depends on: the bootstrap, storage and ssh sections and the offering."""
-    relevant = {k: spec.model_dump(mode="json")[k] for k in ("bootstrap", "storage", "ssh", "offering", "provider")}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _node(props: dict[str, Any]) -> Node:
-    n = props["node"]
-    return Node(id=n["id"], provider=n["provider"], region=n.get("region") or "", state=NodeState.RUNNING,
-                offering=n["offering"], private_ip=n["private_ip"], name=n.get("name"), tags=n.get("tags") or {},
-                extra={"host_keys": list(n.get("host_keys") or [])})
+    return spec_fingerprint(spec, "bootstrap", "storage", "ssh", "offering", "provider")
 
 
 class NodeBootstrapProvider(ResourceProvider):
@@ -42,7 +34,7 @@ class NodeBootstrapProvider(ResourceProvider):
         from metalfleet.bootstrap import bootstrap_cluster
 
         spec = parse_spec(props["spec"], "bootstrap resource input")
-        node = _node(props)
+        node = node_from_input(props["node"])
         report = bootstrap_cluster(spec, [node])
         host = report.hosts[0] if report.hosts else None
         if not report.ok or host is None:
@@ -86,10 +78,6 @@ def bootstrap_hook(cluster: Any, nodes: Sequence[Any]) -> list[pulumi.Resource]:
     spec: ClusterSpec = cluster.spec
     out: list[pulumi.Resource] = []
     for node in nodes:
-        node_input = {
-            "id": node.id, "name": node.node_name, "private_ip": node.private_ip, "offering": node.offering,
-            "provider": spec.provider, "region": spec.region, "tags": node.tags, "host_keys": node.host_keys,
-        }
-        out.append(NodeBootstrap(f"{node._name}-bootstrap", spec, node_input,
+        out.append(NodeBootstrap(f"{node._name}-bootstrap", spec, node_input(node, spec.provider, spec.region),
                                  opts=pulumi.ResourceOptions(parent=cluster, depends_on=[node])))
     return out

@@ -6,6 +6,8 @@ bootstrapping and gating share one dependency graph in one ``pulumi up``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +23,7 @@ from .node import GpuNode
 if TYPE_CHECKING:
     from .acceptance import ClusterAcceptance
 
-__all__ = ["GpuCluster", "NodesHook", "hostfile"]
+__all__ = ["GpuCluster", "NodesHook", "hostfile", "spec_fingerprint"]
 
 _SECRET_WORDS = ("secret", "password", "token", "access_key", "credential", "private_key")
 
@@ -32,6 +34,13 @@ NodesHook = Callable[["GpuCluster", Sequence[GpuNode]], Sequence[pulumi.Resource
 def hostfile(addresses: Sequence[str], slots: int) -> str:
     """An MPI/NCCL hostfile: one line per node, ``slots`` = GPUs per node."""
     return "".join(f"{a} slots={slots}\n" for a in addresses)
+
+
+def spec_fingerprint(spec: ClusterSpec, *sections: str) -> str:
+    """A short digest of the named spec sections: what a resource acting on the nodes depends on."""
+    dumped = spec.model_dump(mode="json")
+    relevant = {k: dumped[k] for k in sections}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _check_driver_config(config: Mapping[str, Any]) -> None:

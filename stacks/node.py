@@ -15,7 +15,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from metalfleet.providers import get_driver
 from metalfleet.providers.errors import NotFoundError
 from metalfleet.providers.fleet import order_node
-from metalfleet.providers.models import NodeState, node_spec_from_dict
+from metalfleet.providers.models import Node, NodeState, node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
 
 __all__ = ["REPLACE_ON", "GpuNode", "NodeProvider"]
@@ -124,3 +124,16 @@ class GpuNode(Resource):
                  "offering": None, "generation": None, "tags": None, "node_name": None, "host_keys": None}
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
         super().__init__(NodeProvider(), name, props, opts)
+
+
+def node_input(node: GpuNode, provider: str, region: str) -> dict[str, Any]:
+    """A GpuNode's outputs as plain input data for the resources that act on the node after it runs."""
+    return {"id": node.id, "name": node.node_name, "private_ip": node.private_ip, "offering": node.offering,
+            "provider": provider, "region": region, "tags": node.tags, "host_keys": node.host_keys}
+
+
+def node_from_input(data: dict[str, Any]) -> Node:
+    """Inverse of :func:`node_input` once resolved: the running node it describes."""
+    return Node(id=data["id"], provider=data["provider"], region=data.get("region") or "", state=NodeState.RUNNING,
+                offering=data["offering"], private_ip=data["private_ip"], name=data.get("name"),
+                tags=data.get("tags") or {}, extra={"host_keys": list(data.get("host_keys") or [])})
