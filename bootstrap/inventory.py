@@ -35,11 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import Fabric, Interconnect, Node, Offering
-from metalfleet.providers.spec import ClusterSpec, load_yaml
+from metalfleet.providers.spec import ClusterSpec, load_yaml, parse_spec
 
 from .ssh import Endpoint, SshOptions
 
-__all__ = ["Host", "Inventory", "NodeTraits", "hosts_from_spec", "load_inventory", "parse_inventory", "traits_for"]
+__all__ = ["Host", "Inventory", "NodeTraits", "hosts_from_spec", "load_inventory", "load_target", "parse_inventory",
+           "traits_for"]
 
 Vendor = Literal["nvidia", "ascend", "none"]
 
@@ -247,6 +248,17 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     pinned = {h.name: list(h.host_keys) for h in hosts if h.host_keys}
     return Inventory(tuple(hosts), SshOptions(known_hosts=doc.known_hosts, pinned_keys=pinned,
                                               trust_on_first_use=doc.pin_on_first_contact))
+
+
+def load_target(path: str | Path) -> Inventory | ClusterSpec:
+    """An inventory (``hosts:``) or a cluster spec (``provider:``) from one YAML file, read once."""
+    doc = load_yaml(path, "inventory or cluster spec")
+    if isinstance(doc, dict) and "hosts" in doc:
+        return parse_inventory(doc, str(path))
+    if isinstance(doc, dict) and "provider" in doc:
+        return parse_spec(doc, str(path))
+    raise InvalidSpecError(f"{path} is neither an inventory (hosts:) nor a cluster spec (provider:, count:)",
+                           field="path", value=str(path))
 
 
 def load_inventory(path: str | Path) -> Inventory:

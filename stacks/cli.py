@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from metalfleet.providers import (
@@ -132,24 +131,14 @@ def cmd_stack(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_cluster_spec(path: str) -> bool:
-    """A cluster spec names a provider at its top level; an inventory lists hosts."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
-        return False
-    return isinstance(data, dict) and "provider" in data and "hosts" not in data
-
-
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from metalfleet.bootstrap import TerminalProgress, load_inventory, profile_for_spec, run_bootstrap
-    from metalfleet.bootstrap.inventory import hosts_from_spec
+    from metalfleet.bootstrap import TerminalProgress, profile_for_spec, run_bootstrap
+    from metalfleet.bootstrap.inventory import hosts_from_spec, load_target
     from metalfleet.providers.fleet import resolve_offering
 
-    if _is_cluster_spec(args.target):
-        spec = load_spec(args.target)
+    target = load_target(args.target)
+    if isinstance(target, ClusterSpec):
+        spec = target
         driver = _driver_for(spec, args)
         nodes = driver.list_nodes(spec.name)
         if not nodes:
@@ -158,7 +147,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
         profile = args.profile or profile_for_spec(spec)
     else:
-        inventory = load_inventory(args.target)
+        inventory = target
         profile = args.profile
     progress = None if args.json else TerminalProgress(sys.stderr, verbose=args.verbose)
     report = run_bootstrap(inventory, profile, dry_run=args.dry_run, limit=args.limit, progress=progress,

@@ -173,25 +173,18 @@ class _Progress:
 def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any],
                                                                                        Any]:
     """(inventory, overrides, (driver, nodes) or None) for an inventory or a cluster spec file."""
-    from metalfleet.providers.spec import load_yaml
+    from ..inventory import Inventory, hosts_from_spec, load_target
 
-    from ..inventory import hosts_from_spec, parse_inventory
-
-    p = Path(path)
-    doc = load_yaml(p, "inventory or cluster spec")
-    if isinstance(doc, dict) and "hosts" in doc:
-        return parse_inventory(doc, str(p)), overrides, None
-    if not (isinstance(doc, dict) and "provider" in doc):
-        raise InvalidSpecError(f"{p} is neither an inventory (hosts:) nor a cluster spec (provider:, count:)",
-                               field="path", value=str(p))
+    target = load_target(path)
+    if isinstance(target, Inventory):
+        return target, overrides, None
     from metalfleet.providers.fleet import resolve_offering
     from metalfleet.providers.models import NodeState
     from metalfleet.providers.registry import get_driver, parse_driver_config
-    from metalfleet.providers.spec import parse_spec
 
     from .quarantine import merge_overrides, spec_overrides
 
-    spec = parse_spec(doc, str(p))
+    spec = target
     driver = get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
     nodes = [n for n in driver.list_nodes(spec.name) if n.state == NodeState.RUNNING and n.private_ip]
     if not nodes:
