@@ -1,4 +1,5 @@
-"""Shared helpers: where the shared fixtures live and which parser kind each one is."""
+"""Where the captured fixtures live (tests/fixtures, provenance in its SOURCES.md) and which parser
+kind each one is."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-#: CI clones the repo somewhere else with shared/ beside it (read-only), so never hard-code a path.
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 
 #: Every fixture file -> the parser kind that must read it. A fixture missing here fails the walk test.
 FIXTURE_KINDS: dict[str, str] = {
@@ -82,12 +82,10 @@ def fixture_files() -> list[str]:
 def read_fixture(rel: str) -> str:
     path = FIXTURES / rel
     if not path.is_file():
-        pytest.skip(f"shared fixtures not present at {FIXTURES}")
+        pytest.fail(f"fixture {rel} is missing from {FIXTURES}", pytrace=False)
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
 def fixtures_of(kind: str) -> list[str]:
     return [rel for rel, k in sorted(FIXTURE_KINDS.items()) if k == kind]
 
-
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not present at {FIXTURES}")

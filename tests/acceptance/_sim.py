@@ -1,21 +1,19 @@
 """Simulated GPU hosts for the live acceptance tests: what each one's shims print, and its faults.
 
-Every fault is a real capture from shared/fixtures with one documented change (see the shim's
+Every fault is a real capture from tests/fixtures with one documented change (see the shim's
 ``edits``, ``nccl.busbw_scale`` and ``gpu.count`` knobs); nothing here prints a made-up result.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
-
-import pytest
 
 from metalfleet.bootstrap.inventory import Inventory
 
 from ..hosts.harness import HostFleet, SimHost, start_hosts
-from ._fixtures import FIXTURES, read_fixture
+from ..prereq import require_root
+from ._fixtures import read_fixture
 
 H100_Q = "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt"
 H100_TOPO = "topo/8x-h100-nv18-no-nic-legend-omitted.txt"
@@ -77,10 +75,7 @@ def inventory(fleet: HostFleet, hosts: Sequence[SimHost] | None = None, **overri
 
 
 def requires_sim() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("simulated hosts need root (sshd, the mfnode user)")
-    if not FIXTURES.is_dir():
-        pytest.skip(f"shared fixtures not present at {FIXTURES}")
+    require_root("simulated hosts (a real sshd per host on 127.x addresses, logging in as user mfnode)")
 
 
 def fleet_starter() -> Iterator[Callable[..., HostFleet]]:

@@ -11,9 +11,7 @@ from metalfleet.bootstrap.acceptance import CHECK_NAMES, judge, known_offerings,
 from metalfleet.bootstrap.parsers import parse
 from metalfleet.providers.errors import InvalidSpecError
 
-from ._fixtures import needs_fixtures, read_fixture
-
-pytestmark = needs_fixtures
+from ._fixtures import read_fixture
 
 H100_TABLE = "nvidia-smi/8x-h100-sxm-default-table-drv550.txt"
 H100_TOPO = "topo/8x-h100-nv18-no-nic-legend-omitted.txt"

@@ -1,4 +1,4 @@
-"""Every shared fixture parses with the right parser, and the parsed values are what the file says."""
+"""Every captured fixture parses with the right parser, and the parsed values are what the file says."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from metalfleet.bootstrap.parsers import PARSERS, ParseError, parse, sniff_kind,
 from metalfleet.bootstrap.parsers.ascend import HccnIp, HccnPing, HccnPortStatus
 from metalfleet.bootstrap.parsers.nvidia_smi import NvidiaSmiReport
 
-from ._fixtures import FIXTURE_KINDS, FIXTURES, fixture_files, needs_fixtures, read_fixture
+from ._fixtures import FIXTURE_KINDS, FIXTURES, fixture_files, read_fixture
 
 
 def p(rel: str):  # type: ignore[no-untyped-def]
@@ -20,10 +20,9 @@ def p(rel: str):  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------------------------ the walk
 
 
-@needs_fixtures
 def test_every_fixture_file_has_a_parser_kind() -> None:
     files = fixture_files()
-    assert len(files) >= 53, f"expected the 53 shared fixtures under {FIXTURES}, found {len(files)}"
+    assert len(files) >= 53, f"expected the 53 captured fixtures under {FIXTURES}, found {len(files)}"
     unmapped = [f for f in files if f not in FIXTURE_KINDS]
     assert not unmapped, f"new fixtures without a parser kind (add them to FIXTURE_KINDS): {unmapped}"
     stale = [f for f in FIXTURE_KINDS if f not in files]
@@ -31,7 +30,6 @@ def test_every_fixture_file_has_a_parser_kind() -> None:
     assert all(kind in PARSERS for kind in FIXTURE_KINDS.values())
 
 
-@needs_fixtures
 @pytest.mark.parametrize("rel", sorted(FIXTURE_KINDS))
 def test_fixture_parses_and_is_json_ready(rel: str) -> None:
     result = p(rel)
@@ -40,7 +38,6 @@ def test_fixture_parses_and_is_json_ready(rel: str) -> None:
     assert isinstance(doc, dict)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("rel", sorted(FIXTURE_KINDS))
 def test_content_sniffing_agrees_with_the_map(rel: str) -> None:
     text = read_fixture(rel)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from metalfleet.bootstrap.parsers import KIND_TOOLS, PARSERS, ParseError
 
-from ._fixtures import FIXTURE_KINDS, fixtures_of, needs_fixtures, read_fixture
+from ._fixtures import FIXTURE_KINDS, fixtures_of, read_fixture
 
 KINDS = sorted(set(FIXTURE_KINDS.values()))
 _TEXT_CACHE: dict[str, str] = {}
@@ -52,7 +52,6 @@ def garbled(draw: st.DrawFn, kind: str) -> str:
     return text
 
 
-@needs_fixtures
 @pytest.mark.parametrize("kind", KINDS)
 def test_garbled_fixture_parses_or_raises_parse_error(kind: str) -> None:
     parser = PARSERS[kind]

@@ -17,9 +17,7 @@ from metalfleet.bootstrap.acceptance.offline import kind_for_path, parse_file, v
 from metalfleet.bootstrap.acceptance.report import to_json, to_junit, to_markdown
 from metalfleet.bootstrap.parsers import ParseError, parse
 
-from ._fixtures import FIXTURE_KINDS, FIXTURES, needs_fixtures, read_fixture
-
-pytestmark = needs_fixtures
+from ._fixtures import FIXTURE_KINDS, FIXTURES, read_fixture
 
 P5_FILES = {  # conventional names -> fixture
     "nvidia-smi.txt": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",

@@ -7,7 +7,6 @@ prints its SSH host keys. SSH to that IP with the key pair's key reaches a (VM-m
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
@@ -27,7 +26,7 @@ from metalfleet.providers.errors import InvalidSpecError
 from tests.emulators.ec2_server import Ec2Emulator, default_subnet_id, start_ec2_emulator
 from tests.emulators.fixtures import IMAGE, REGION, ZONE, ec2_client
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (namespaces, mounts, sshd)")
+pytestmark = pytest.mark.requires_root("simulated hosts (namespaces, mounts, sshd)")
 
 KEY_PAIR = "metalfleet-sim"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,13 +10,13 @@ import pytest
 from metalfleet.bootstrap import RunOptions
 
 from ..hosts.harness import HostFleet, start_hosts
+from ..prereq import require_root
 
 
 @pytest.fixture
 def fleet_factory(tmp_path: Any) -> Iterator[Callable[..., HostFleet]]:
     """start(n, profile, **kw) -> HostFleet; every fleet is stopped at teardown."""
-    if os.geteuid() != 0:
-        pytest.skip("simulated hosts need root (sshd, the mfnode user)")
+    require_root("simulated hosts (a real sshd per host on 127.x addresses, logging in as user mfnode)")
     fleets: list[HostFleet] = []
 
     def start(n: int, profile: str = "p5", **kw: Any) -> HostFleet:

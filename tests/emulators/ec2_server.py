@@ -212,6 +212,9 @@ def start_ec2_emulator(host: str = "127.0.0.1", port: int = 0, *, timeout: float
     ``port=0`` lets the server pick a free port and report it; ``log_path`` receives its request log.
     ``sim_hosts``: boot a simulated GPU host per instance (extension h; needs root).
     """
+    from tests import areas
+
+    areas.note("sim host" if sim_hosts else "emulator")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--host", host, "--port", str(port), "--quiet",
            "--parent-pid", str(os.getpid())]
     if sim_hosts:

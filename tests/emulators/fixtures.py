@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests import areas
+
 from .ec2_server import Ec2Emulator, start_ec2_emulator
 
 #: Fake credentials for the emulator, set only inside the test process and its children.
@@ -49,6 +51,7 @@ def ec2_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
 
 @pytest.fixture
 def ec2_emulator(ec2_emulator_session: Ec2Emulator) -> Ec2Emulator:
+    areas.note("emulator")
     ec2_emulator_session.reset_faults()
     return ec2_emulator_session
 

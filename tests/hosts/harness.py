@@ -52,14 +52,18 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-#: CI clones the repo elsewhere with shared/ beside it (read-only).
-FIXTURES = (REPO.parent / "shared" / "fixtures").resolve()
+#: Real command outputs captured on GPU servers (provenance in tests/fixtures/SOURCES.md). The
+#: simulated hosts never read them here: each fleet gets a world-readable copy (see new_fleet), so a
+#: clone inside a private (0700) folder works.
+FIXTURES = (REPO / "tests" / "fixtures").resolve()
 SHIM = HERE / "shims" / "mfshim.py"
 USER = "mfnode"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 sys.path.insert(0, str(SHIM.parent))
 import mfshim  # noqa: E402  (the shims' own state logic, reused for boot)
+
+from tests import areas  # noqa: E402
 
 SHIM_NAMES = sorted(mfshim.HANDLERS)
 
@@ -371,6 +375,8 @@ class HostFleet:
         self.client_key = base / "client_ed25519"
         self.bin_dir = base / "bin"
         self.known_hosts = base / "known_hosts"
+        #: The fleet's copy of the fixtures, readable by the hosts' login user wherever the repo is.
+        self.fixtures_dir = base / "fixtures"
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._calls: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
@@ -482,18 +488,18 @@ Subsystem sftp internal-sftp
 
 
 def _sshd_config(h: SimHost, fleet: HostFleet, bin_dir: Path) -> str:
-    env = {"MF_ROOT": str(h.root), "MF_FIXTURES": str(FIXTURES), "HOME": str(h.root),
+    env = {"MF_ROOT": str(h.root), "MF_FIXTURES": str(fleet.fixtures_dir), "HOME": str(h.root),
            "PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
     return sshd_config(listen=f"{h.address}:{h.port}", host_key=f"{h.sshd_dir}/ssh_host_ed25519_key",
                        pid_file=f"{h.sshd_dir}/sshd.pid", authorized_keys=f"{fleet.base}/authorized_keys",
                        users=USER, permit_root="no", env=env)
 
 
-def host_config(profile: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def host_config(profile: str, extra: Mapping[str, Any] | None, *, fixtures_dir: Path) -> dict[str, Any]:
     """config.json of a host of ``profile`` with ``extra`` merged in (dict values one level deep)."""
     cfg: dict[str, Any] = json.loads(json.dumps(PROFILES[profile]["config"]))
     cfg.update({"profile": profile, "reboot_down_seconds": 1.5, "delays": {}, "fail": {},
-                "fixtures_dir": str(FIXTURES)})
+                "fixtures_dir": str(fixtures_dir)})
     for k, v in dict(extra or {}).items():
         cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
     return cfg
@@ -521,12 +527,14 @@ def new_fleet(fixtures_profile: str, base_dir: str | os.PathLike[str] | None = N
     if fixtures_profile not in PROFILES:
         raise HarnessError(f"unknown fixtures profile {fixtures_profile!r}; known: {sorted(PROFILES)}")
     if not FIXTURES.is_dir():
-        raise HarnessError(f"fixtures folder {FIXTURES} not found (shared/ must sit beside the repo)")
+        raise HarnessError(f"fixtures folder {FIXTURES} is missing from this checkout")
+    areas.note("sim host")
     sshd = ensure_sshd()
     base = Path(tempfile.mkdtemp(prefix="mf-hosts-", dir=base_dir))
     os.chmod(base, 0o755)
     fleet = HostFleet(base, sshd, fixtures_profile)
     try:
+        _readable_copy(FIXTURES, fleet.fixtures_dir)
         _keygen(fleet.client_key, "metalfleet-test-client")
         (base / "authorized_keys").write_text(Path(f"{fleet.client_key}.pub").read_text())
         os.chmod(base / "authorized_keys", 0o644)
@@ -545,6 +553,15 @@ def new_fleet(fixtures_profile: str, base_dir: str | os.PathLike[str] | None = N
         fleet.stop()
         raise
     return fleet
+
+
+def _readable_copy(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` with world-readable modes (the hosts' user may not read the clone)."""
+    shutil.copytree(src, dest)
+    for dirpath, _dirnames, filenames in os.walk(dest):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
 
 
 def start_hosts(
@@ -609,7 +626,7 @@ def _start_all(fleet: HostFleet, n: int, prof: dict[str, Any], config: Any, pref
         for d in ("etc/modules-load.d", "etc/mdadm", "proc/sys/kernel/random", "run", "var/run", "log", "opt", "tmp"):
             (root / d).mkdir(parents=True, exist_ok=True)
         sshd_dir.mkdir(mode=0o700)
-        cfg = host_config(fleet.profile, config(i) if callable(config) else config)
+        cfg = host_config(fleet.profile, config(i) if callable(config) else config, fixtures_dir=fleet.fixtures_dir)
         (root / "config.json").write_text(json.dumps(cfg, indent=1))
         (root / "etc" / "os-release").write_text(UBUNTU_2204)
         (root / "etc" / "fstab").write_text("LABEL=cloudimg-rootfs\t/\t ext4\tdiscard,errors=remount-ro\t0 1\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import time
@@ -28,7 +27,7 @@ from metalfleet.bootstrap.ssh import SshOptions
 from .harness import HostFleet, start_hosts
 from .vm import VmHost, boot_vm_host, profile_for_offering
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="VM-mode hosts need root (namespaces, mounts, sshd)")
+pytestmark = pytest.mark.requires_root("VM-mode hosts (namespaces, mounts, sshd)")
 
 STORAGE = {
     "storage-hot": {"mount": "/scratch"},

@@ -68,7 +68,6 @@ from typing import Any
 from . import harness
 from .harness import (
     _WORKER_N,
-    FIXTURES,
     PROFILES,
     SYSTEM_PYTHON,
     UBUNTU_2204,
@@ -161,7 +160,7 @@ def _resolve_inside(root: str, path: str) -> Path:
 
 
 def _sshd_config(h: VmHost) -> str:
-    env = {"MF_ROOT": str(h.root), "MF_FS_ROOT": "/", "MF_FIXTURES": str(FIXTURES),
+    env = {"MF_ROOT": str(h.root), "MF_FS_ROOT": "/", "MF_FIXTURES": str(h.fleet.fixtures_dir),
            "PATH": f"{h.fleet.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "LC_ALL": "C.UTF-8"}
     return sshd_config(header=f"# sshd of simulated host {h.name} (VM mode, tests/hosts/vm.py)\n",
@@ -214,7 +213,8 @@ class VmHost(SimHost):
             "vmdir": str(self.sshd_dir / "vm"), "hostname": self.name, "disk_size": "2g",
             "address": self.address, "port": self.port,
             "proc_views": str(self.root / "proc"),
-            "binds": [[str(self.root), False], [str(self.fleet.bin_dir), True], [str(FIXTURES), True]],
+            "binds": [[str(self.root), False], [str(self.fleet.bin_dir), True],
+                      [str(self.fleet.fixtures_dir), True]],
             # what an Ubuntu cloud image has and this machine may not (the plain harness makes these too)
             "dirs": [f"/home/{u}" for u in self.users] + ["/etc/ssh", "/etc/mdadm", "/etc/modules-load.d", "/opt"],
             "files": files, "sshd": self.fleet.sshd, "sshd_log": str(self.sshd_dir / "sshd.log"),
@@ -385,7 +385,7 @@ def _new_vm_host(fleet: HostFleet, *, name: str, address: str, port: int, profil
     for d in ("proc/sys/kernel/random", "run", "log"):
         (root / d).mkdir(parents=True, exist_ok=True)
     sshd_dir.mkdir(mode=0o700, exist_ok=True)
-    cfg = host_config(profile, config)
+    cfg = host_config(profile, config, fixtures_dir=fleet.fixtures_dir)
     (root / "config.json").write_text(json.dumps(cfg, indent=1))
     st = _initial_state(cfg)
     st["boot_id"] = str(uuid.uuid4())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ import yaml
 
 from tests.hosts.harness import HostFleet, start_hosts
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (sshd, the mfnode user)")
+pytestmark = pytest.mark.requires_root("simulated hosts (sshd, the mfnode user)")
 
 
 @pytest.fixture(scope="module")

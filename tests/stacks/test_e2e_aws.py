@@ -27,7 +27,7 @@ from metalfleet.stacks.engine import engine_env
 from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws"),
-              pytest.mark.skipif(os.geteuid() != 0, reason="the emulator's simulated hosts need root")]
+              pytest.mark.requires_root("the emulator's simulated hosts")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mf-e2e-secret-must-never-reach-state-0123456789"

@@ -7,7 +7,6 @@ ClusterAcceptance probes and judges it. A host made to report 7 GPUs is refused 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from metalfleet.stacks import automation
 from .conftest import stack_options
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-ready"),
-              pytest.mark.skipif(os.geteuid() != 0, reason="VM-mode sim hosts need root")]
+              pytest.mark.requires_root("VM-mode sim hosts")]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root fo
   log/invocations.jsonl   one JSON line per shim call: {"t", "argv"}
   proc/mounts, proc/mdstat, proc/sys/kernel/random/boot_id   kept in step with state.json
 
-Tools print real captured output from ``$MF_FIXTURES`` (shared/fixtures) where one exists for the
+Tools print real captured output from ``$MF_FIXTURES`` (the fleet's copy of tests/fixtures) where one exists for the
 call (nvidia-smi table and -q, ibstat, fi_info, npu-smi, nccl-tests); structured calls the engine
 parses (``--query-gpu``, ``lsblk --json``, ``nvme list -o json``) are synthesised in the real format.
 
