@@ -33,10 +33,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require_root(str(marker.args[0]) if marker.args else "this test")
 
 
+#: Fixture values that show a test used a real part even when a wider-scoped fixture started it earlier.
+_PART_TYPES = {"HostFleet": "sim host", "SimHost": "sim host", "VmHost": "sim host", "Ec2Emulator": "emulator"}
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
+    if report.when == "setup":
+        for value in getattr(item, "funcargs", {}).values():
+            area = _PART_TYPES.get(type(value).__name__)
+            if area:
+                areas.note(area)
     if report.when == "teardown":
         report.user_properties.append(("area", areas.strongest()))
 
