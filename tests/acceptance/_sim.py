@@ -103,3 +103,19 @@ def fleet_starter() -> Iterator[Callable[..., HostFleet]]:
     finally:
         for f in fleets:
             f.stop()
+
+
+def table_statuses(table: str) -> dict[str, dict[str, str]]:
+    """node -> {check: status} from the "checks:" part of an acceptance table (``format_table``; the stacks'
+    ``acceptance`` output), for every table in ``table`` (one per acceptance round)."""
+    out: dict[str, dict[str, str]] = {}
+    section = False
+    for line in table.splitlines():
+        if line == "checks:":
+            section = True
+        elif not line.strip():
+            section = False
+        elif section:
+            node, _, rest = line.partition(": ")
+            out[node] = dict(kv.split("=", 1) for kv in rest.split())
+    return out

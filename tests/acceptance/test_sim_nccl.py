@@ -7,6 +7,7 @@ The outputs go through the product's parser and gate, as the live acceptance run
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -98,7 +99,7 @@ def test_one_p5_node_runs_eight_ranks_over_nvlink_and_passes_its_baseline(p5: Sa
     assert 0.97 < bw.measured / 480.0 < 1.05  # the calibrated H100 NVLS figure (~483 GB/s)
     # the ramp: small sizes are latency-bound, bandwidth grows with the size
     bus = [r.busbw_gbs for r in run.rows]
-    assert bus[0] < 0.01 and all(a <= b * 1.02 for a, b in zip(bus, bus[1:], strict=False))
+    assert bus[0] < 0.01 and all(a <= b * 1.02 for a, b in itertools.pairwise(bus))
 
 
 def test_one_gpu_is_one_device_line_and_a_device_copy(p5: Sandbox) -> None:
@@ -174,7 +175,10 @@ def test_the_transport_is_the_one_the_hardware_and_software_give(tmp_path: Path)
     assert (tcp.net_transport, tcp.ofi_provider) == ("NET/OFI", "tcp")
     ib = Sandbox(tmp_path / "d", "h100-ib", efa=False)
     rep = ib.nccl("-g", "8")
-    assert rep.net_transport == "NET/IB" and rep.ib_devices == tuple(f"mlx5_{i}:1/IB" for i in range(8))
+    # the devices are the host's: the Active 400G InfiniBand ports its ibstat shows (not the BF3 Ethernet one)
+    assert rep.net_transport == "NET/IB" and rep.ib_devices == tuple(f"mlx5_{i}:1/IB" for i in (0, 1, 4, 5, 6, 7, 8, 9))
+    down = Sandbox(tmp_path / "g", "h100-ib", {"edits": {"ibstat": [["State: Active", "State: Down", 1]]}}, efa=False)
+    assert "mlx5_0:1/IB" not in down.nccl("-g", "8").ib_devices and len(down.nccl("-g", "8").ib_devices) == 7
     assert ib.nccl("-g", "8", NCCL_IB_HCA="=mlx5_0,mlx5_1").ib_devices == ("mlx5_0:1/IB", "mlx5_1:1/IB")
     assert ib.nccl("-g", "8", NCCL_IB_DISABLE="1").net_transport == "NET/Socket"
     roce = Sandbox(tmp_path / "e", "h100-roce", efa=False).nccl("-g", "8")
@@ -254,3 +258,17 @@ def test_the_model_reproduces_the_captures_it_was_calibrated_on(tmp_path: Path, 
     real = next(r for r in parse("nccl-tests", read_fixture(f"nccl-tests/{capture}")).runs[0].rows
                 if r.size_bytes == size).busbw_gbs
     assert model == pytest.approx(real, rel=0.02), (capture, model, real)
+
+
+def test_an_emulated_instances_efa_devices_are_what_it_attached_within_its_types_data() -> None:
+    from tests.emulators.ec2_server import efa_fabric
+
+    p5 = [("interface", 0)] + [("efa", card) for card in range(32)]
+    assert efa_fabric("p5.48xlarge", p5) == {"kind": "efa", "nics": 32, "nic_gbps": 100.0}
+    # two EFA interfaces on one card are one device; cards the type does not have give none
+    assert efa_fabric("p4d.24xlarge", [("efa", 0), ("efa", 0), ("efa-only", 1), ("efa", 7)])["nics"] == 2  # type: ignore
+    assert efa_fabric("p4d.24xlarge", [("efa", c) for c in range(8)])["nics"] == 4  # type: ignore[index]
+    assert efa_fabric("p5en.48xlarge", [("efa", c) for c in range(16)]) == {"kind": "efa", "nics": 16,
+                                                                            "nic_gbps": 200.0}
+    assert efa_fabric("p5.48xlarge", [("interface", 0)])["nics"] == 0  # type: ignore[index]
+    assert efa_fabric("m5.large", [("efa", 0)]) is None  # no EFA on that type: the profile's fabric stands

@@ -27,7 +27,8 @@ Outputs that must answer the actual arguments are generated from the host's simu
                         lines; a CUDA failure when the ranks need more GPUs than the host has or the driver is
                         not loaded. With NCCL_DEBUG=INFO every rank's set-up lines name the transport: NET/OFI
                         (aws-ofi-nccl, "found N nics") on EFA once the EFA installer put the plugin in place,
-                        NET/IB on InfiniBand/RoCE/eRDMA (NCCL_IB_HCA, NCCL_IB_DISABLE honoured), otherwise
+                        NET/IB on InfiniBand/RoCE/eRDMA over the Active ports of the host's ibstat
+                        (NCCL_IB_HCA, NCCL_IB_DISABLE honoured), otherwise
                         NET/Socket; NVLS lines on NVSwitch GPUs that have it (NCCL_NVLS_ENABLE=0 turns it off).
   mpirun                Open MPI's command line (-np/-n/-c, -N/--npernode, --hostfile/--machinefile, -H/--host,
                         -x NAME[=VALUE], --mca, --oversubscribe, --allow-run-as-root): the job is laid out
@@ -676,12 +677,38 @@ def _world() -> dict:
     return {"size": size, "nodes": nodes or [(socket.gethostname(), size)]}
 
 
-def nccl_net(cfg: dict, st: dict, env: dict, ofi_plugin: bool) -> dict:
+def ib_ports(text: str) -> list[tuple[str, str, str, float]]:
+    """(CA, state, link layer, rate Gb/s) of every port in ``ibstat`` output."""
+    import re
+
+    ports: list[tuple[str, str, str, float]] = []
+    ca, fields = "", {}
+    for line in [*text.splitlines(), "CA 'end'"]:
+        s = line.strip()
+        if (s.startswith("CA '") or re.match(r"Port \d+:", s)) and fields.get("State"):
+            try:
+                rate = float(fields.get("Rate", "0"))
+            except ValueError:
+                rate = 0.0
+            ports.append((ca, fields["State"], fields.get("Link layer", ""), rate))
+            fields = {}
+        if s.startswith("CA '"):
+            ca = s[4:].rstrip("'")
+        elif ":" in s:
+            key, _, value = s.partition(":")
+            fields[key.strip()] = value.strip()
+    return ports
+
+
+def nccl_net(cfg: dict, st: dict, env: dict, ofi_plugin: bool,
+             ports: list[tuple[str, str, str, float]] | None = None) -> dict:
     """The network NCCL would use on this host: {"name" (as "Using network" says), "kind" (efa/ib/socket), ...}.
 
     EFA needs the aws-ofi-nccl plugin (the EFA installer's); without it NCCL falls back to sockets, as
     it does for ``NCCL_NET=Socket``, ``NCCL_IB_DISABLE=1``, an ``NCCL_IB_HCA`` that matches no device,
-    or the config knob ``nccl.net: socket`` (a node whose RDMA path is broken).
+    or the config knob ``nccl.net: socket`` (a node whose RDMA path is broken). On InfiniBand/RoCE the
+    devices are the host's own (``ports``, from its ibstat): the Active ports of the fabric's link
+    layer at the fastest rate, as NCCL picks them; the config's ``fabric`` when there is no ibstat.
     """
     fab = cfg.get("fabric") or {}
     kind = fab.get("kind") or "none"
@@ -705,6 +732,12 @@ def nccl_net(cfg: dict, st: dict, env: dict, ofi_plugin: bool) -> dict:
     if kind in ("infiniband", "roce", "erdma"):
         prefix = "erdma" if kind == "erdma" else "mlx5"
         devices = list(fab.get("devices") or [f"{prefix}_{i}" for i in range(nics)])
+        layer = "InfiniBand" if kind == "infiniband" else "Ethernet"
+        usable = [(ca, rate) for ca, state, lay, rate in ports or [] if state == "Active" and lay == layer]
+        if ports is not None and kind != "erdma":
+            top = max((rate for _ca, rate in usable), default=0.0)
+            devices = [ca for ca, rate in usable if rate == top]
+            gbps = top or gbps
         hca = (env.get("NCCL_IB_HCA") or "").strip()
         if hca:
             exclude = hca.startswith("^")
@@ -861,12 +894,13 @@ def _nccl_debug(env: dict, net: dict, hosts: list[str], places: list[tuple], mod
 
 
 def nccl_test_output(test: str, args: list[str], cfg: dict, st: dict, env: dict, world: dict, *,
-                     ofi_plugin: bool = False, mpi: bool = True, pid: int = 4242,
-                     version: str = NCCL_TESTS_VERSION) -> tuple[str, str, int]:
+                     ofi_plugin: bool = False, ports: list[tuple[str, str, str, float]] | None = None,
+                     mpi: bool = True, pid: int = 4242, version: str = NCCL_TESTS_VERSION) -> tuple[str, str, int]:
     """(stdout, stderr, exit status) of ``<test> args`` on a host with config ``cfg`` and state ``st``.
 
     ``world``: the MPI job, {"size": processes, "nodes": [(host, processes on it), ...]} (one process
-    on this host when not under mpirun); ``mpi``: whether nccl-tests was built with MPI. No I/O.
+    on this host when not under mpirun); ``ofi_plugin``: aws-ofi-nccl is installed; ``ports``: the
+    host's ibstat ports (:func:`ib_ports`); ``mpi``: whether nccl-tests was built with MPI. No I/O.
     """
     coll = test.removesuffix("_perf")
     if coll not in COLLECTIVES:
@@ -907,7 +941,8 @@ def nccl_test_output(test: str, args: list[str], cfg: dict, st: dict, env: dict,
         for n, (host, procs) in enumerate(world["nodes"]):
             for p in range(procs):
                 text, _e, rc = nccl_test_output(test, args, cfg, st, env, {"size": 1, "nodes": [(host, 1)]},
-                                                ofi_plugin=ofi_plugin, pid=pid + 100 * n + p, version=version)
+                                                ofi_plugin=ofi_plugin, ports=ports, pid=pid + 100 * n + p,
+                                                version=version)
                 texts.append(text.splitlines())
                 code = code or rc
         merged = [line for chunk in zip(*texts, strict=False) for line in chunk]
@@ -949,7 +984,7 @@ def nccl_test_output(test: str, args: list[str], cfg: dict, st: dict, env: dict,
     if max_b > mem_max:
         max_b = mem_max
         out += ["#", f"# Reducing maxBytes to {max_b} due to memory limitation"]
-    net = nccl_net(cfg, st, env, ofi_plugin)
+    net = nccl_net(cfg, st, env, ofi_plugin, ports)
     local_ranks = sum(1 for p in places if p[1] == first[1])
     model = nccl_model(cfg, net, len(hosts), len(places), local_ranks, env)
     out += _nccl_debug(env, net, hosts, places, model)
@@ -999,8 +1034,10 @@ def cmd_nccl_test(args: list[str], test: str = "all_reduce_perf") -> int:
         err(msg)
         return 1
     plugin = os.path.exists(_f("opt", "amazon", "ofi-nccl", "lib", "libnccl-net.so"))
+    ibstat = fixture("ibstat", cfg)
     stdout, stderr, rc = nccl_test_output(
         test, args, cfg, read_state(), dict(os.environ), _world(), ofi_plugin=plugin,
+        ports=ib_ports(ibstat) if ibstat is not None else None,
         mpi=os.environ.get("MF_NCCL_MPI", "1") != "0", pid=os.getpid(),
         version=os.environ.get("MF_NCCL_TESTS_VERSION", NCCL_TESTS_VERSION).lstrip("v"))
     if stdout:
