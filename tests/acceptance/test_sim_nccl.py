@@ -183,6 +183,15 @@ def test_the_transport_is_the_one_the_hardware_and_software_give(tmp_path: Path)
     assert ib.nccl("-g", "8", NCCL_IB_DISABLE="1").net_transport == "NET/Socket"
     roce = Sandbox(tmp_path / "e", "h100-roce", efa=False).nccl("-g", "8")
     assert roce.ib_devices[0] == "mlx5_0:1/RoCE"
+    h20 = Sandbox(tmp_path / "h", "alibaba-h20", efa=False)
+    assert h20.nccl("-g", "8").net_transport == "NET/Socket"  # no erdma driver loaded: no device
+    state = json.loads((h20.root / "state.json").read_text())
+    (h20.root / "state.json").write_text(json.dumps({**state, "modules": [*state["modules"], "erdma"]}))
+    erdma = h20.nccl("-g", "8")
+    assert erdma.net_transport == "NET/IB" and erdma.ib_devices == ("erdma_0:1/RoCE", "erdma_1:1/RoCE")
+    assert {r.gpu_name for r in erdma.runs[0].ranks} == {"NVIDIA H20"}
+    nothing = Sandbox(tmp_path / "i", "p5", {"fabric": {"kind": "none"}}, efa=False).nccl("-g", "8")
+    assert nothing.net_transport == "NET/Socket"
     quiet = Sandbox(tmp_path / "f", "p5").run("all_reduce_perf", "-g", "8")
     assert "NCCL INFO" not in quiet.stdout and parse("nccl-tests", quiet.stdout).net_transport is None
 
@@ -219,6 +228,9 @@ def test_mpirun_reads_its_command_line_as_open_mpi_does(p5: Sandbox) -> None:
     assert rep.runs[0].concurrent_runs == 4
     v = judge("p5.48xlarge", {"nccl-tests": rep}, {"required": []})
     assert v.check("nccl-launch").status == "fail"  # type: ignore[union-attr]
+    broken = Sandbox(p5.root / "broken", "p5", {"fail": {"mpirun": "ORTE daemon died", "all_reduce_perf": "boom"}})
+    assert (broken.mpirun("-np", "2", str(broken.program)).stderr, broken.run("all_reduce_perf").stderr) == (
+        "ORTE daemon died\n", "boom\n")
     if os.geteuid() == 0:
         root = p5.run("mpirun", "-np", "2", "--hostfile", hf, str(p5.program))
         assert root.returncode == 1 and "attempt to run as root" in root.stderr
