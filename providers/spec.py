@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
 
-__all__ = ["ClusterSpec", "load_spec", "load_yaml", "parse_spec"]
+__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "load_spec", "load_yaml", "parse_spec"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -123,13 +123,35 @@ class BootstrapSpec(_Strict):
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+#: The acceptance gate's check names (metalfleet.bootstrap.acceptance.gate judges them; here so that a spec
+#: naming one is validated before anything runs).
+ACCEPTANCE_CHECKS = (
+    "gpu-count", "gpu-model", "gpu-memory", "gpu-ecc", "gpu-memory-health", "gpu-persistence", "gpu-fabric-state",
+    "gpu-interconnect", "nvlink-links", "fabric-ports", "nccl-correctness", "nccl-launch", "nccl-transport",
+    "allreduce-busbw", "dcgm-diag", "npu-health", "npu-nic", "storage-raid", "storage-nvme",
+)
+
+
 class AcceptanceSpec(_Strict):
     enabled: bool = True
     threshold: float = Field(0.9, gt=0, le=1.5, description="pass at this fraction of the baseline")
     replace_failed: bool = False
     retry_budget: int = Field(2, ge=0, le=20)
+    #: Baseline values by dotted path (``nccl.all_reduce.intra_node_ring_busbw_gbs: 300``).
     baselines: dict[str, float] = Field(default_factory=dict)
-    checks: list[str] = Field(default_factory=list)
+    #: The checks a node must pass: one that fails, or that is skipped (no evidence, no baseline value),
+    #: fails the node. None: the offering baseline's ``required`` list; []: none (every check advisory).
+    mandatory: list[str] | None = Field(None, description="check names a node must pass (default: the baseline's)")
+
+    @field_validator("mandatory")
+    @classmethod
+    def _known_checks(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if name not in ACCEPTANCE_CHECKS:
+                raise ValueError(f"unknown check {name!r} (known: {', '.join(ACCEPTANCE_CHECKS)})")
+            if v and v.count(name) > 1:
+                raise ValueError(f"check {name!r} is listed twice")
+        return v
 
 
 Name = Annotated[str, Field(min_length=2, max_length=40)]

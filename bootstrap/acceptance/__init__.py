@@ -3,10 +3,13 @@
 A node joins the cluster only after it proves it is healthy (GPU count/model/ECC, links up, fabric
 ports active) and fast (all_reduce bus bandwidth within the threshold of the offering's baseline).
 
-Pure parts (parsers, gate, reports, offline) import nothing outside the standard library and
-``providers.errors``. The live parts load on first use (they need the SSH connector):
-:func:`run_acceptance` and :func:`format_table` (:mod:`.live`), :class:`AcceptanceOptions`
-(:mod:`.probes`), :func:`accept_cluster` and the quarantine file (:mod:`.quarantine`).
+A check that could not be judged is reported as skipped, never as passed; see :mod:`.gate`.
+
+Pure parts (parsers, gate, reports, offline) import nothing outside the standard library,
+``providers.errors`` and the check names beside the spec (``providers.spec.ACCEPTANCE_CHECKS``). The
+live parts load on first use (they need the SSH connector): :func:`run_acceptance` and
+:func:`format_table` (:mod:`.live`), :class:`AcceptanceOptions` (:mod:`.probes`), :func:`accept_cluster`
+and the quarantine file (:mod:`.quarantine`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .baselines import known_offerings, load_baselines, resolve_baseline
-from .gate import CHECK_NAMES, CheckResult, Verdict, judge
+from .gate import CHECK_NAMES, CheckResult, Verdict, applicable_checks, judge
 
 if TYPE_CHECKING:
     from .live import AcceptanceReport, NodeAcceptance, format_table, run_acceptance
@@ -31,6 +34,7 @@ __all__ = [
     "NodeAcceptance",
     "Verdict",
     "accept_cluster",
+    "applicable_checks",
     "format_table",
     "judge",
     "known_offerings",

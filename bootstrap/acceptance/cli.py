@@ -147,9 +147,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json([verdict]))
     else:
-        print(f"{verdict.node} ({verdict.offering}): {'PASS' if verdict.passed else 'FAIL'}")
+        skipped = f", {len(verdict.skipped)} check(s) skipped (not judged)" if verdict.skipped else ""
+        print(f"{verdict.node} ({verdict.offering}): {'PASS' if verdict.passed else 'FAIL'}{skipped}")
         for c in verdict.checks:
-            print(f"  {c.status.upper():4s}  {c.name}: {c.reason}")
+            print(f"  {c.status.upper():4s}  {c.name}{' (mandatory)' if c.mandatory else ''}: {c.reason}")
     return 0 if verdict.passed else 1
 
 

@@ -1,9 +1,13 @@
 """The acceptance gate: parsed evidence from one node + an offering baseline -> a Verdict.
 
 ``judge(offering, facts)`` takes ``facts`` as ``{kind: parsed result}`` (a kind may map to a list of
-results, e.g. one ``hccn-tool`` output per NPU NIC) and runs every check the evidence allows. A check
-that the baseline lists under ``required`` but that has no evidence fails ("no evidence"); a check
-whose baseline value is unknown (null) is *skipped*, with the measurement still reported.
+results, e.g. one ``hccn-tool`` output per NPU NIC) and reports every check that applies to the
+offering as ``pass``, ``warn`` (passed, worth a look), ``fail`` or ``skip``. A check is *skipped* when
+it could not be judged: no evidence for it, or no baseline value to compare with (the measurement is
+still reported). A skipped check never counts as passed. The *mandatory* checks (the baseline's
+``required`` list, or the spec's ``acceptance.mandatory``) must pass: a mandatory check that was
+skipped fails the node, its reason saying it was skipped and why. The verdict passes when no check
+failed.
 
 Check names (stable; used in ``required`` and in reports):
 
@@ -34,10 +38,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.spec import ACCEPTANCE_CHECKS
 
 from ..parsers.ascend import (
     HcclTestReport,
@@ -59,18 +64,27 @@ from ..parsers.storage import LsblkReport, MdstatReport, NvmeListReport
 from ..parsers.topo import TopoMatrix
 from .baselines import resolve_baseline
 
-__all__ = ["CHECK_NAMES", "CheckResult", "Verdict", "judge"]
+__all__ = ["CHECK_NAMES", "EXTRA_CHECKS", "NCCL_CHECKS", "CheckResult", "Verdict", "applicable_checks", "judge"]
 
 PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
 RDMA_FABRICS = {"efa", "infiniband", "roce", "erdma"}
 
-CHECK_NAMES = (
-    "gpu-count", "gpu-model", "gpu-memory", "gpu-ecc", "gpu-memory-health", "gpu-persistence", "gpu-fabric-state",
-    "gpu-interconnect", "nvlink-links", "fabric-ports", "nccl-correctness", "nccl-launch", "nccl-transport",
-    "allreduce-busbw", "dcgm-diag", "npu-health", "npu-nic", "storage-raid", "storage-nvme",
-)
+#: Every check, in report order (the list lives beside the spec, which validates names against it).
+CHECK_NAMES: tuple[str, ...] = ACCEPTANCE_CHECKS
 
-#: What to hand in when a required check has no evidence.
+#: The NCCL checks (what a run across nodes is judged on).
+NCCL_CHECKS = ("nccl-correctness", "nccl-launch", "nccl-transport", "allreduce-busbw")
+#: Checks reported only when their evidence is there or was asked for (not part of every node's judgement).
+EXTRA_CHECKS = ("dcgm-diag", "storage-raid")
+
+#: The baseline value a check compares with (a check whose value is null is skipped).
+_BASELINE_FIELD = {
+    "gpu-count": "gpu.count", "gpu-model": "gpu.name_regex", "gpu-memory": "gpu.min_memory_mib",
+    "gpu-interconnect": "interconnect.topo_link", "nvlink-links": "interconnect.links_per_gpu",
+    "fabric-ports": "fabric.ports", "storage-nvme": "storage.nvme_count",
+}
+
+#: What to hand in when a check has no evidence.
 _EVIDENCE_HINT = {
     "gpu-count": "nvidia-smi -q -x (or nvidia-smi -q / nvidia-smi; npu-smi info on Ascend)",
     "gpu-model": "nvidia-smi -q -x (or npu-smi info on Ascend)",
@@ -95,17 +109,29 @@ _EVIDENCE_HINT = {
 @dataclass(frozen=True)
 class CheckResult:
     name: str
+    #: True for "pass" and "warn" only: a skipped check is not a passed one.
     passed: bool
     reason: str
     measured: Any = None
     expected: Any = None
-    #: "pass", "fail", "warn" (passed, but worth a look) or "skip" (no baseline to compare with).
+    #: "pass", "fail", "warn" (passed, but worth a look) or "skip" (not judged: no evidence or no baseline).
     status: str = PASS
+    #: The node must pass this check (a skip of it is a failure).
+    mandatory: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAIL
+
+    @property
+    def skipped(self) -> bool:
+        return self.status == SKIP
 
 
 @dataclass(frozen=True)
 class Verdict:
     offering: str
+    #: No check failed (a mandatory check that was skipped is a failed one).
     passed: bool
     checks: tuple[CheckResult, ...]
     threshold: float
@@ -115,7 +141,11 @@ class Verdict:
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
-        return tuple(c for c in self.checks if not c.passed)
+        return tuple(c for c in self.checks if c.status == FAIL)
+
+    @property
+    def skipped(self) -> tuple[CheckResult, ...]:
+        return tuple(c for c in self.checks if c.status == SKIP)
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -134,7 +164,7 @@ def _warn(name: str, reason: str, measured: Any = None, expected: Any = None) ->
 
 
 def _skip(name: str, reason: str, measured: Any = None, expected: Any = None) -> CheckResult:
-    return CheckResult(name, True, reason, measured, expected, SKIP)
+    return CheckResult(name, False, reason, measured, expected, SKIP)
 
 
 def _listing(items: list[str], limit: int = 6) -> str:
@@ -583,7 +613,9 @@ def _nccl(b: dict[str, Any], ev: _Evidence) -> list[CheckResult]:
     min_bytes = int(b["nccl"].get("measure_min_bytes") or 0)
     candidates = [(rep, run) for rep in ev.nccl for run in _allreduce_runs(rep)]
     if not candidates:
-        return out
+        failed = [f for rep in ev.nccl for f in rep.failures]
+        return [*out, _skip("allreduce-busbw", "no all_reduce results in the nccl-tests log"
+                            + (f" (the run failed: {failed[0]})" if failed else ""))]
     scored = [(_measure(run, min_bytes), rep, run) for rep, run in candidates]
     (measured, size, how), rep, run = max(scored, key=lambda t: t[0][0])
     # A tail-only log may list only its last ranks: the highest rank number still bounds the size.
@@ -703,10 +735,70 @@ def _storage(b: dict[str, Any], ev: _Evidence) -> list[CheckResult]:
 # ------------------------------------------------------------------------------------- judge
 
 
+def applicable_checks(b: Mapping[str, Any]) -> tuple[str, ...]:
+    """The checks a node of baseline ``b`` is judged on (each reported, skipped when it could not be judged).
+
+    ``dcgm-diag`` and ``storage-raid`` are extras: reported when their evidence is there.
+    """
+    ascend = b["accelerator"] == "ascend"
+    fabric = (b.get("fabric") or {}).get("kind") or "none"
+    nvlink = (b.get("interconnect") or {}).get("kind") == "nvlink"
+    if ascend:
+        names = ["gpu-count", "gpu-model", "gpu-memory", "npu-health", "gpu-interconnect", "fabric-ports", "npu-nic",
+                 "nccl-correctness", "allreduce-busbw"]
+    else:
+        names = ["gpu-count", "gpu-model", "gpu-memory", "gpu-ecc", "gpu-memory-health", "gpu-persistence",
+                 *(["gpu-fabric-state", "nvlink-links"] if nvlink else []), "gpu-interconnect",
+                 *(["fabric-ports"] if fabric != "none" else []), "nccl-correctness", "nccl-launch",
+                 *(["nccl-transport"] if fabric in RDMA_FABRICS else []), "allreduce-busbw", "storage-nvme"]
+    if ascend and fabric == "none":
+        names = [n for n in names if n not in ("fabric-ports", "npu-nic")]
+    return tuple(n for n in CHECK_NAMES if n in names)
+
+
+def _has_evidence(name: str, ev: _Evidence) -> bool:
+    """Whether the evidence handed in could speak to check ``name`` at all."""
+    if name.startswith("gpu-") and name != "gpu-interconnect":
+        return bool(ev.smi or ev.npu or (name == "gpu-count" and ev.topo))
+    return bool({
+        "gpu-interconnect": ev.topo, "nvlink-links": ev.nvlink,
+        "fabric-ports": ev.ibstat or ev.ibv or ev.fi or ev.hccn or [r for r in ev.nccl if r.ofi_nics is not None],
+        "nccl-correctness": ev.nccl or ev.hccl, "nccl-launch": ev.nccl, "nccl-transport": ev.nccl,
+        "allreduce-busbw": ev.nccl or ev.hccl, "dcgm-diag": ev.dcgm, "npu-health": ev.npu, "npu-nic": ev.hccn,
+        "storage-raid": ev.mdstat, "storage-nvme": ev.nvme or ev.lsblk,
+    }.get(name))
+
+
+def _not_judged(name: str, b: Mapping[str, Any], ev: _Evidence) -> CheckResult:
+    hint = _EVIDENCE_HINT.get(name, "its output")
+    if not _has_evidence(name, ev):
+        return _skip(name, f"no evidence for {name}: supply {hint}")
+    path = _BASELINE_FIELD.get(name)
+    value: Any = b
+    for key in (path or "").split(".") if path else []:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    if path and value is None:
+        return _skip(name, f"not judged: no baseline value {path} for {b['name']}")
+    return _skip(name, f"no evidence for {name} in the outputs given (they do not show it): supply {hint}")
+
+
 def judge(offering_name: str, facts: Mapping[str, Any], overrides: dict[str, Any] | None = None, *,
-          node: str | None = None) -> Verdict:
-    """Judge one node's parsed evidence against the offering's baseline (plus ``overrides``)."""
+          node: str | None = None, scope: Iterable[str] | None = None) -> Verdict:
+    """Judge one node's parsed evidence against the offering's baseline (plus ``overrides``).
+
+    ``scope``: the checks to report (default: those that apply to the offering, plus any extra the
+    evidence allows); mandatory checks outside it are not asked for (a run across nodes is judged on
+    :data:`NCCL_CHECKS` only).
+    """
     b = resolve_baseline(offering_name, overrides)
+    for name in b["required"]:
+        if name not in CHECK_NAMES:
+            raise InvalidSpecError(f"unknown check {name!r} in required; known: {', '.join(CHECK_NAMES)}",
+                                   field="required", value=name)
+    wanted = set(applicable_checks(b) if scope is None else scope)
+    unknown = sorted(wanted - set(CHECK_NAMES))
+    if unknown:
+        raise InvalidSpecError(f"unknown check {unknown[0]!r} in scope", field="scope", value=unknown[0])
     ev = _collect(facts)
     checks: list[CheckResult] = []
     checks += _gpu_checks(b, ev)
@@ -718,14 +810,19 @@ def judge(offering_name: str, facts: Mapping[str, Any], overrides: dict[str, Any
         checks += _nccl(b, ev)
     checks += _dcgm(ev)
     checks += _storage(b, ev)
+    if scope is not None:
+        checks = [c for c in checks if c.name in wanted]
+    mandatory = {n for n in b["required"] if scope is None or n in wanted}
     have = {c.name for c in checks}
-    for name in b["required"]:
-        if name not in have:
-            if name not in CHECK_NAMES:
-                raise InvalidSpecError(f"unknown check {name!r} in required; known: {', '.join(CHECK_NAMES)}",
-                                       field="required", value=name)
-            checks.append(_fail(name, f"no evidence for {name}: supply {_EVIDENCE_HINT.get(name, 'its output')}"))
+    checks += [_not_judged(n, b, ev) for n in CHECK_NAMES if (n in wanted or n in mandatory) and n not in have]
+    judged = []
+    for c in checks:
+        if c.name in mandatory:
+            c = replace(c, mandatory=True)
+            if c.status == SKIP:
+                c = replace(c, status=FAIL, passed=False, reason=f"mandatory check skipped: {c.reason}")
+        judged.append(c)
     order = {n: i for i, n in enumerate(CHECK_NAMES)}
-    checks.sort(key=lambda c: order.get(c.name, len(order)))
-    return Verdict(offering=b["name"], passed=all(c.passed for c in checks), checks=tuple(checks),
+    judged.sort(key=lambda c: order.get(c.name, len(order)))
+    return Verdict(offering=b["name"], passed=not any(c.status == FAIL for c in judged), checks=tuple(judged),
                    threshold=float(b["threshold"]), node=node, evidence=tuple(sorted(facts)))

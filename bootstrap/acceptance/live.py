@@ -47,7 +47,7 @@ from ..runner import select_hosts
 from ..script import new_token, parse_batch_output
 from ..ssh import KnownHosts, SshConnection, SshOptions, parse_bastion
 from .baselines import resolve_baseline
-from .gate import FAIL, CheckResult, Verdict, judge
+from .gate import EXTRA_CHECKS, FAIL, NCCL_CHECKS, SKIP, CheckResult, Verdict, applicable_checks, judge
 from .probes import AcceptanceOptions, Probe, ProbeOutput, multi_node_probe, plan_probes
 from .report import to_json, to_junit, to_markdown, verdict_to_dict
 
@@ -56,6 +56,7 @@ __all__ = [
     "MultiNodeResult",
     "NodeAcceptance",
     "ProbeResult",
+    "check_statuses",
     "format_table",
     "probe_script",
     "run_acceptance",
@@ -290,11 +291,12 @@ def _synthetic(name: str, offering: str, reason: str, threshold: float, check: s
 
 
 def _annotate(verdict: Verdict, results: Sequence[ProbeResult], probes: Sequence[Probe]) -> Verdict:
-    """A required check without evidence says which probe should have given it, and why it did not."""
+    """A check without evidence (skipped, or failed when mandatory) says which probe should have given it,
+    and why it did not."""
     by_name = {p.name: p for p in probes}
     checks = []
     for c in verdict.checks:
-        if not c.passed and c.reason.startswith("no evidence for"):
+        if c.status in (FAIL, SKIP) and "no evidence for" in c.reason:
             why = [f"{r.label}: {r.error}" for r in results
                    if r.error and c.name in by_name[r.name].checks]
             if why:
@@ -319,25 +321,28 @@ def _untrusted_exits(verdict: Verdict, probes: Sequence[Probe], results: Sequenc
     for probe, res in zip(probes, results, strict=True):
         if not res.is_evidence or res.rc == 0 or not probe.checks:
             continue
-        if any(c.name in probe.checks and not c.passed for c in checks):
+        if any(c.name in probe.checks and c.status == FAIL for c in checks):
             continue
         name = probe.checks[0]
         tail = res.stderr.strip().splitlines()[-1:] or res.stdout.strip().splitlines()[-1:]
         why = f"{probe.label} exited {res.rc} after printing its results" + (f" ({tail[0].strip()[:200]})"
                                                                               if tail else "")
-        bad = CheckResult(name, False, f"{why}; its output is not trusted", res.rc, 0, FAIL)
         at = next((i for i, c in enumerate(checks) if c.name == name), None)
+        bad = CheckResult(name, False, f"{why}; its output is not trusted", res.rc, 0, FAIL,
+                          mandatory=at is not None and checks[at].mandatory)
         if at is None:
             checks.append(bad)
         else:
             checks[at] = bad
     if checks == list(verdict.checks):
         return verdict
-    return replace(verdict, checks=tuple(checks), passed=all(c.passed for c in checks))
+    return replace(verdict, checks=tuple(checks), passed=not any(c.status == FAIL for c in checks))
 
 
 def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | None, probes: Sequence[Probe],
-                results: list[ProbeResult]) -> Verdict:
+                results: list[ProbeResult], scope: Sequence[str] | None = None) -> Verdict:
+    """Judge a host's probe results on ``scope`` (default: the offering's checks plus the extras its probes
+    were planned for, e.g. dcgm-diag)."""
     facts: dict[str, list[Any]] = {}
     for probe, res in zip(probes, results, strict=True):
         if res.error:
@@ -350,7 +355,11 @@ def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | No
         res.kind = kind
         res.file = probe.file_for(kind)  # evidence, whatever the status (see Probe.parse_on_failure)
         facts.setdefault(kind, []).append(value)
-    verdict = judge(baseline_name, facts, dict(overrides) if overrides else None, node=name)
+    over = dict(overrides) if overrides else None
+    if scope is None:
+        planned = {c for p in probes for c in p.checks if c in EXTRA_CHECKS}
+        scope = (*applicable_checks(resolve_baseline(baseline_name, over)), *sorted(planned))
+    verdict = judge(baseline_name, facts, over, node=name, scope=scope)
     return _untrusted_exits(_annotate(verdict, results, probes), probes, results)
 
 
@@ -486,8 +495,7 @@ class _Runner:
             conn.connect()
             (res,) = self.run_probes(launcher, conn, [probe], log)
             result.probe = res
-            overrides = {**dict(self.overrides or {}), "required": ["allreduce-busbw"]}
-            result.verdict = _judge_host(label, name, overrides, [probe], [res])
+            result.verdict = _judge_host(label, name, self.overrides, [probe], [res], scope=NCCL_CHECKS)
             result.status = PASS if result.verdict.passed else FAILED
         except MetalfleetError as exc:
             result.error = f"{type(exc).__name__} on {launcher.name}: {exc.message}"
@@ -588,10 +596,14 @@ def run_acceptance(
 # The acceptance table
 
 
+def _mark(c: CheckResult) -> str:
+    return {"fail": " FAIL", "skip": " SKIP"}.get(c.status, "")
+
+
 def _cell_gpus(n: NodeAcceptance) -> str:
     c = n.verdict.check("gpu-count")
     if c is None or c.measured is None:
-        return "-"
+        return "-" if c is None else f"?{_mark(c)}"
     return f"{c.measured}/{c.expected}" if c.expected is not None else str(c.measured)
 
 
@@ -600,10 +612,10 @@ def _cell_nvlink(n: NodeAcceptance) -> str:
     topo = n.verdict.check("gpu-interconnect")
     if topo is not None:
         kinds = topo.measured if isinstance(topo.measured, list) else []
-        parts.append(("/".join(kinds) or "?") + ("" if topo.passed else " FAIL"))
+        parts.append(("/".join(kinds) or "?") + _mark(topo))
     links = n.verdict.check("nvlink-links")
-    if links is not None:
-        parts.append(f"{links.measured} links" + ("" if links.passed else " FAIL"))
+    if links is not None and not links.skipped:
+        parts.append(f"{links.measured} links" + _mark(links))
     return ", ".join(parts) or "-"
 
 
@@ -613,9 +625,11 @@ def _cell_fabric(n: NodeAcceptance) -> str:
     c = n.verdict.check("fabric-ports")
     if c is None:
         return kind if kind == "none" else f"{kind} ?"
+    if c.measured is None:
+        return f"{kind} ?{_mark(c)}"
     count = len(c.measured) if isinstance(c.measured, list) else c.measured
     want = fab.get("ports")
-    return f"{kind} {count}/{want}" + ("" if c.passed else " FAIL")
+    return f"{kind} {count}/{want}" + _mark(c)
 
 
 def _cell_busbw(v: Verdict) -> str:
@@ -624,10 +638,14 @@ def _cell_busbw(v: Verdict) -> str:
         return "-"
     measured = c.measured.get("busbw_gbs") if isinstance(c.measured, dict) else c.measured
     if not isinstance(measured, int | float):
-        return "-"
+        return "-" + _mark(c)
     if isinstance(c.expected, int | float) and c.expected:
         return f"{measured:.1f}/{float(c.expected):.1f} GB/s ({measured / float(c.expected):.0%})"
-    return f"{measured:.1f} GB/s (no baseline)"
+    return f"{measured:.1f} GB/s (no baseline){_mark(c)}"
+
+
+def _cell_skipped(v: Verdict) -> str:
+    return ",".join(c.name for c in v.skipped) or "-"
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -644,21 +662,35 @@ def _first_clause(reason: str) -> str:
     return reason.split("; ", 1)[0]
 
 
+def check_statuses(report: AcceptanceReport) -> str:
+    """One line per node (and run across nodes): ``name: check=status check=status ...``, every check judged."""
+    lines = [f"{n.host}: " + " ".join(f"{c.name}={c.status}" for c in n.verdict.checks) for n in report.nodes]
+    lines += [f"{len(m.hosts)} nodes ({m.offering}): " + " ".join(f"{c.name}={c.status}" for c in m.verdict.checks)
+              for m in report.multi_node]
+    return "\n".join(lines)
+
+
 def format_table(report: AcceptanceReport) -> str:
-    """One row per node: node, offering, GPUs, NVLink, fabric, busbw vs baseline, verdict + first reason."""
+    """One row per node: node, offering, GPUs, NVLink, fabric, busbw vs baseline, the checks that were skipped
+    (not judged: no evidence or no baseline; never counted as passed), verdict + first reason; then the
+    status of every check of every node."""
     rows = []
     for n in report.nodes:
         verdict = "PASS" if n.passed else \
             f"{'UNREACHABLE' if n.status == UNREACHABLE else 'FAIL'}: {_first_clause(n.reason)}"
         rows.append([n.host, n.offering, _cell_gpus(n), _cell_nvlink(n), _cell_fabric(n), _cell_busbw(n.verdict),
-                     verdict])
+                     _cell_skipped(n.verdict), verdict])
     for m in report.multi_node:
         verdict = "PASS" if m.passed else f"FAIL: {_first_clause(m.reason)}"
-        rows.append([f"{len(m.hosts)} nodes", m.offering, "-", "-", "-", _cell_busbw(m.verdict), verdict])
+        rows.append([f"{len(m.hosts)} nodes", m.offering, "-", "-", "-", _cell_busbw(m.verdict),
+                     _cell_skipped(m.verdict), verdict])
     passed = sum(1 for n in report.nodes if n.passed)
+    skipped = sum(len(n.verdict.skipped) for n in report.nodes)
     head = f"{passed} of {len(report.nodes)} node(s) passed acceptance in {report.seconds:.1f}s"
+    if skipped:
+        head += f" ({skipped} check(s) skipped, not counted as passed)"
     if report.multi_node:
         head += "; " + "; ".join(f"all_reduce across {len(m.hosts)} nodes: {'pass' if m.passed else 'FAIL'}"
                                  for m in report.multi_node)
-    return head + "\n" + _table(rows, ["node", "offering", "GPUs", "NVLink", "fabric", "busbw vs baseline",
-                                       "verdict"])
+    table = _table(rows, ["node", "offering", "GPUs", "NVLink", "fabric", "busbw vs baseline", "skipped", "verdict"])
+    return f"{head}\n{table}\n\nchecks:\n{check_statuses(report)}"

@@ -77,13 +77,14 @@ def tag_node(driver: Any, node_id: str, tags: Mapping[str, str], *, policy: Retr
 
 def spec_overrides(spec: ClusterSpec) -> dict[str, Any]:
     """Baseline overrides from ``spec.acceptance``: threshold, ``baselines`` (dotted baseline paths,
-    e.g. ``nccl.all_reduce.intra_node_ring_busbw_gbs: 300``) and ``checks`` (the required checks)."""
+    e.g. ``nccl.all_reduce.intra_node_ring_busbw_gbs: 300``) and ``mandatory`` (the checks a node must
+    pass, the baseline's ``required`` when unset)."""
     acc = spec.acceptance
     out: dict[str, Any] = {"threshold": acc.threshold}
     for path, value in acc.baselines.items():
         set_dotted(out, path, value)
-    if acc.checks:
-        out["required"] = list(acc.checks)
+    if acc.mandatory is not None:
+        out["required"] = list(acc.mandatory)
     return out
 
 

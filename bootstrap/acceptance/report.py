@@ -1,4 +1,9 @@
-"""Render per-node verdicts as JSON, JUnit XML (one testcase per check per node) or Markdown."""
+"""Render per-node verdicts as JSON, JUnit XML (one testcase per check per node) or Markdown.
+
+A skipped check (not judged: no evidence, no baseline) is reported as skipped everywhere, never as
+passed: JUnit ``<skipped/>``, status "skip" in JSON (and listed under "skipped"), SKIP in Markdown.
+A mandatory check that was skipped is a failure (its reason says so).
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ def verdict_to_dict(v: Verdict, index: int = 0) -> dict[str, Any]:
         "threshold": v.threshold,
         "evidence": list(v.evidence),
         "failures": [c.name for c in v.failures],
+        "skipped": [c.name for c in v.skipped],
+        "mandatory": [c.name for c in v.checks if c.mandatory],
         "checks": [to_jsonable(c) for c in v.checks],
     }
 
@@ -44,7 +51,8 @@ def _fmt(value: Any) -> str:
 
 
 def to_junit(verdicts: Sequence[Verdict], *, suite_name: str = "metalfleet-acceptance") -> str:
-    """JUnit XML: a <testsuite> per node, a <testcase> per check; failed checks carry <failure>."""
+    """JUnit XML: a <testsuite> per node, a <testcase> per check; failed checks carry <failure>, skipped
+    ones <skipped/>."""
     root = ET.Element("testsuites", name=suite_name)
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     for i, v in enumerate(verdicts):
@@ -58,6 +66,8 @@ def to_junit(verdicts: Sequence[Verdict], *, suite_name: str = "metalfleet-accep
         ET.SubElement(props, "property", name="threshold", value=f"{v.threshold:g}")
         for c in v.checks:
             case = ET.SubElement(suite, "testcase", classname=f"acceptance.{node}", name=c.name)
+            if c.mandatory:
+                ET.SubElement(ET.SubElement(case, "properties"), "property", name="mandatory", value="true")
             detail = f"measured: {_fmt(c.measured)}\nexpected: {_fmt(c.expected)}"
             if c.status == FAIL:
                 failure = ET.SubElement(case, "failure", message=c.reason, type="AcceptanceFailure")
@@ -83,17 +93,23 @@ def _cell(value: Any) -> str:
 
 
 def to_markdown(verdicts: Sequence[Verdict]) -> str:
-    """A heading and a table per node; the first line says how many nodes passed."""
+    """A heading and a table per node; the first line says how many nodes passed (and how many checks
+    were skipped: not judged, so not passed either)."""
     passed = sum(1 for v in verdicts if v.passed)
-    lines = ["# Node acceptance", "", f"{passed} of {len(verdicts)} nodes passed.", ""]
+    skipped = sum(len(v.skipped) for v in verdicts)
+    head = f"{passed} of {len(verdicts)} nodes passed."
+    if skipped:
+        head += f" {skipped} check(s) were skipped (not judged; not counted as passed)."
+    lines = ["# Node acceptance", "", head, ""]
     for i, v in enumerate(verdicts):
         node = _node(v, i)
-        lines += [f"## {node} ({v.offering}): {'PASS' if v.passed else 'FAIL'}", "",
+        skips = f" ({len(v.skipped)} skipped)" if v.skipped else ""
+        lines += [f"## {node} ({v.offering}): {'PASS' if v.passed else 'FAIL'}{skips}", "",
                   f"Threshold {v.threshold:.0%} of baseline; evidence: {', '.join(v.evidence) or 'none'}.", "",
-                  "| check | status | measured | expected | reason |",
-                  "|---|---|---|---|---|"]
+                  "| check | status | mandatory | measured | expected | reason |",
+                  "|---|---|---|---|---|---|"]
         for c in v.checks:
-            lines.append(f"| {c.name} | {c.status.upper()} | {_cell(c.measured)} | {_cell(c.expected)} "
-                         f"| {_cell(c.reason)} |")
+            lines.append(f"| {c.name} | {c.status.upper()} | {'yes' if c.mandatory else 'no'} | {_cell(c.measured)} "
+                         f"| {_cell(c.expected)} | {_cell(c.reason)} |")
         lines.append("")
     return "\n".join(lines)

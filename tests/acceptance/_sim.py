@@ -1,7 +1,9 @@
 """Simulated GPU hosts for the live acceptance tests: what each one's shims print, and its faults.
 
-Every fault is a real capture from tests/fixtures with one documented change (see the shim's
-``edits``, ``nccl.busbw_scale`` and ``gpu.count`` knobs); nothing here prints a made-up result.
+nvidia-smi, topo and ibstat print real captures from tests/fixtures, a fault being one documented
+change to them (the shim's ``edits`` and ``gpu.count``); nccl-tests and fi_info answer from the
+host's simulated hardware and the actual arguments (tests/hosts/shims/mfshim.py), a fault being a
+change to that hardware (``nccl.busbw_scale``, ``nccl.net``).
 """
 
 from __future__ import annotations
@@ -17,22 +19,20 @@ from ._fixtures import read_fixture
 
 H100_Q = "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt"
 H100_TOPO = "topo/8x-h100-nv18-no-nic-legend-omitted.txt"
-P5_NCCL = "nccl-tests/p5-2node-16xh100-efa-ofi-nccl2.22-mpirun-tagged-debug-info.txt"
 IB_STAT = "infiniband/ibstat-h100-8x-cx7-ib400-plus-bf3-eth.txt"
-#: No NCCL_DEBUG lines and a 10-node run: for fake.8xh100 (no multi-node baseline) transport and busbw skip.
-IB_NCCL = "nccl-tests/10node-80xh100-all_reduce-nccltests2.17.8-maxbytes-reduced.txt"
 
 #: What a bootstrapped node has: the driver package (the nvidia module is loaded by ``make_ready``).
 _DRIVER = {"preinstalled": {"nvidia-driver-550": "550.90.07-0ubuntu1"}}
 
-#: A healthy p5.48xlarge: 8x H100 -q, NV18 topology, the p5 2-node EFA run with NCCL_DEBUG=INFO
-#: (NET/OFI, 32 EFA NICs, 488 GB/s). No nvlink -s capture exists for H100 SXM, so that probe fails
-#: (not installed/no fixture) and the gate has no nvlink-links evidence (not a required check).
-P5 = {**_DRIVER, "fixtures": {"nvidia-smi-q": H100_Q, "topo": H100_TOPO, "nccl-tests": P5_NCCL}}
+#: A healthy p5.48xlarge: 8x H100 -q, NV18 topology, 32 EFA devices of 100 Gb/s (the profile's
+#: ``fabric``: fi_info lists them, nccl-tests runs over them through aws-ofi-nccl). No nvlink -s
+#: capture exists for H100 SXM, so that probe fails (no fixture) and nvlink-links is skipped.
+P5 = {**_DRIVER, "fixtures": {"nvidia-smi-q": H100_Q, "topo": H100_TOPO}}
 
 #: A healthy fake.8xh100 (InfiniBand 8 x 400G): the same GPUs, 8 Active 400G IB ports (plus a BF3
-#: Ethernet port the gate ignores).
-IB = {**_DRIVER, "fixtures": {"nvidia-smi-q": H100_Q, "topo": H100_TOPO, "ibstat": IB_STAT, "nccl-tests": IB_NCCL}}
+#: Ethernet port the gate ignores); nccl-tests runs over NET/IB.
+IB = {**_DRIVER, "fixtures": {"nvidia-smi-q": H100_Q, "topo": H100_TOPO, "ibstat": IB_STAT},
+      "fabric": {"kind": "infiniband", "nics": 8, "nic_gbps": 400}}
 
 
 def topo_link_edits(a: int = 0, b: int = 3, link: str = "SYS") -> list[list[str]]:
@@ -53,16 +53,25 @@ def topo_link_edits(a: int = 0, b: int = 3, link: str = "SYS") -> list[list[str]
 #: One Down port on the first CA (mlx5_0).
 IB_PORT_DOWN = {"edits": {"ibstat": [["State: Active", "State: Down", 1],
                                      ["Physical state: LinkUp", "Physical state: Polling", 1]]}}
-#: NCCL fell back to sockets: the "Using network" lines of the same run say Socket.
-NET_SOCKET = {"edits": {"nccl-tests": [["Using network AWS Libfabric", "Using network Socket"]]}}
+#: NCCL finds no working RDMA path and falls back to sockets ("Using network Socket").
+NET_SOCKET = {"nccl": {"net": "socket"}}
 
 
 def make_ready(hosts: Sequence[SimHost]) -> None:
-    """What a finished bootstrap leaves for the probes: the nvidia module loaded."""
+    """What a finished bootstrap leaves for the probes: the nvidia module loaded and, on an EFA host, the
+    EFA installer's software (fi_info, the efa module, the aws-ofi-nccl plugin NCCL needs for NET/OFI)."""
     for sim in hosts:
+        efa = (sim.config().get("fabric") or {}).get("kind") == "efa"
         with sim.edit_state() as st:
-            if "nvidia" not in st["modules"]:
-                st["modules"].append("nvidia")
+            for module in ("nvidia", *(("efa",) if efa else ())):
+                if module not in st["modules"]:
+                    st["modules"].append(module)
+            if efa:
+                st["installed"]["efa"] = "1.33.0"
+        if efa:
+            plugin = sim.file("/opt/amazon/ofi-nccl/lib/libnccl-net.so")
+            plugin.parent.mkdir(parents=True, exist_ok=True)
+            plugin.write_bytes(b"")
 
 
 def inventory(fleet: HostFleet, hosts: Sequence[SimHost] | None = None, **overrides: Any) -> Inventory:
@@ -94,3 +103,19 @@ def fleet_starter() -> Iterator[Callable[..., HostFleet]]:
     finally:
         for f in fleets:
             f.stop()
+
+
+def table_statuses(table: str) -> dict[str, dict[str, str]]:
+    """node -> {check: status} from the "checks:" part of an acceptance table (``format_table``; the stacks'
+    ``acceptance`` output), for every table in ``table`` (one per acceptance round)."""
+    out: dict[str, dict[str, str]] = {}
+    section = False
+    for line in table.splitlines():
+        if line == "checks:":
+            section = True
+        elif not line.strip():
+            section = False
+        elif section:
+            node, _, rest = line.partition(": ")
+            out[node] = dict(kv.split("=", 1) for kv in rest.split())
+    return out

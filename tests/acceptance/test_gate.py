@@ -99,8 +99,12 @@ def test_low_busbw_names_the_fraction_of_the_baseline() -> None:
         "baseline for multi-node (10 hosts, 80 ranks)")
     assert not v.passed
     assert status(judge("p5.48xlarge", facts, {"threshold": 0.75}), "allreduce-busbw") == "pass"
-    # This log has no NCCL_DEBUG lines, so nothing shows the EFA devices: a required check without evidence.
-    assert reason(v, "fabric-ports").startswith("no evidence for fabric-ports")
+    # This log has no NCCL_DEBUG lines, so nothing shows the EFA devices: a mandatory check without evidence
+    # was skipped, and that fails the node.
+    assert status(v, "fabric-ports") == "fail"
+    assert reason(v, "fabric-ports").startswith("mandatory check skipped: no evidence for fabric-ports")
+    # ... and the transport is not verified: skipped (optional), reported as such, not as passed.
+    assert status(v, "nccl-transport") == "skip" and not v.check("nccl-transport").passed  # type: ignore[union-attr]
 
 
 def test_a100_ring_baseline_and_threshold_override() -> None:
@@ -135,7 +139,8 @@ def test_a_one_rank_all_reduce_is_not_a_bandwidth_measurement() -> None:
 def test_alltoall_is_not_taken_for_all_reduce() -> None:
     facts = {"nccl-tests": f("nccl-tests", "nccl-tests/1x-rtx5090-alltoall_perf-single-gpu-busbw0.txt")}
     v = judge("p5.48xlarge", facts, {"required": []})
-    assert v.check("allreduce-busbw") is None
+    assert status(v, "allreduce-busbw") == "skip" and v.passed
+    assert reason(v, "allreduce-busbw") == "no all_reduce results in the nccl-tests log"
 
 
 # -------------------------------------------------------------------------------- GPU health
@@ -237,8 +242,13 @@ def test_erdma_alias_and_null_baseline_is_skipped() -> None:
     assert v.offering == "ecs.ebmgn8v.48xlarge"
     assert reason(v, "fabric-ports") == "expected 2 eRDMA devices, found 1"
     bw = v.check("allreduce-busbw")
-    assert bw is not None and bw.status == "skip" and bw.passed and bw.measured == 483.35
+    assert bw is not None and bw.status == "skip" and not bw.passed and bw.measured == 483.35
     assert "no intra-node ring baseline for ecs.ebmgn8v.48xlarge" in bw.reason
+    # By default all_reduce bandwidth is mandatory: skipped for want of a baseline, it fails the node.
+    strict = judge("ebmgn8v", facts)
+    c = strict.check("allreduce-busbw")
+    assert c is not None and c.status == "fail" and c.mandatory and not strict.passed
+    assert c.reason.startswith("mandatory check skipped: all_reduce busbw 483.4 GB/s; no intra-node ring baseline")
     with_base = judge("ebmgn8v", facts, {"required": [], "nccl": {"all_reduce": {"intra_node_ring_busbw_gbs": 400}}})
     assert status(with_base, "allreduce-busbw") == "pass"
 
@@ -260,7 +270,7 @@ def ascend_facts(bw: str = "100.00") -> dict[str, Any]:
 
 
 def test_ascend_node_and_hccl_normalisation() -> None:
-    v = judge("huawei.8x910b", ascend_facts(), {"fabric": {"ports": 1}})
+    v = judge("huawei.8x910b", ascend_facts(), {"fabric": {"ports": 1}, "required": ["gpu-count"]})
     assert reason(v, "gpu-count") == "found 8 NPUs (npu-smi info)"
     assert reason(v, "gpu-interconnect") == "all 28 NPU pairs linked by HCCS"
     assert reason(v, "npu-health") == "all 8 NPUs report health OK"
@@ -293,10 +303,19 @@ def test_ascend_one_nic_of_eight_and_ping_loss() -> None:
 def test_required_check_without_evidence_fails() -> None:
     v = judge("p5.48xlarge", {"nvidia-smi": f("nvidia-smi", H100_TABLE)})
     assert not v.passed
-    assert reason(v, "allreduce-busbw") == "no evidence for allreduce-busbw: supply an all_reduce_perf log " \
-                                           "(hccl_test all_reduce_test on Ascend)"
+    assert reason(v, "allreduce-busbw") == "mandatory check skipped: no evidence for allreduce-busbw: supply an " \
+                                           "all_reduce_perf log (hccl_test all_reduce_test on Ascend)"
     assert {c.name for c in v.failures} == {"gpu-interconnect", "fabric-ports", "allreduce-busbw"}
-    assert judge("p5.48xlarge", {"nvidia-smi": f("nvidia-smi", H100_TABLE)}, {"required": ["gpu-count"]}).passed
+    assert all(c.mandatory for c in v.failures)
+    only_count = judge("p5.48xlarge", {"nvidia-smi": f("nvidia-smi", H100_TABLE)}, {"required": ["gpu-count"]})
+    assert only_count.passed
+    # The checks nobody handed evidence for are still reported: skipped, never passed.
+    skipped = {c.name: c for c in only_count.skipped}
+    assert {"gpu-interconnect", "fabric-ports", "nccl-correctness", "allreduce-busbw", "storage-nvme"} <= set(skipped)
+    assert skipped["allreduce-busbw"].reason.startswith("no evidence for allreduce-busbw")
+    assert not any(c.passed for c in only_count.skipped)
+    assert [c.name for c in only_count.checks if c.status == "pass"] == [
+        c.name for c in only_count.checks if c.passed and c.status != "warn"]
 
 
 def test_storage_checks() -> None:
@@ -357,3 +376,105 @@ def test_check_names_are_documented_in_the_gate() -> None:
 
     for name in CHECK_NAMES:
         assert name in (gate.__doc__ or ""), name
+
+
+# ------------------------------------------------------------------------- no circular evidence
+
+_URL = re.compile(r"https?://\S+?(?=[;,)\s]|$)")
+_BLOB = re.compile(r"https://github\.com/(?P<repo>[^/]+/[^/]+)/blob/[^/]+/(?P<path>[^\s;,)]+)")
+#: Files that feed the gate or the simulated hosts a capture (parser-only tests are not listed).
+_GATE_AND_SIM = ("tests/acceptance/test_gate.py", "tests/acceptance/test_live.py", "tests/acceptance/test_live_cli.py",
+                 "tests/acceptance/test_quarantine.py", "tests/acceptance/test_report_offline_cli.py",
+                 "tests/acceptance/test_sim_nccl.py", "tests/acceptance/_sim.py", "tests/hosts/harness.py",
+                 "tests/hosts/shims/mfshim.py")
+
+
+def _sources(tree: Any, path: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            where = f"{path}.{k}" if path else k
+            if k in ("source", "threshold_source") and isinstance(v, str):
+                out.append((where, v))
+            else:
+                out += _sources(v, where)
+    return out
+
+
+def _fixture_origins() -> dict[str, tuple[str, str]]:
+    """fixture path -> (repository, file) of the public document it was copied from (tests/fixtures/SOURCES.md)."""
+    from ._fixtures import FIXTURES
+
+    text = (FIXTURES / "SOURCES.md").read_text()
+    out = {}
+    for block in re.split(r"^### ", text, flags=re.M)[1:]:
+        rel = re.match(r"`tests/fixtures/([^`]+)`", block)
+        repo = re.search(r"^- Source: (\S+)", block, re.M)
+        loc = re.search(r"^- Location: (\S+?)@", block, re.M)
+        if rel and repo and loc:
+            out[rel.group(1)] = (repo.group(1), loc.group(1))
+    return out
+
+
+def test_baselines_cite_public_sources_and_never_a_capture_the_tests_replay() -> None:
+    doc = load_baselines()
+    sources = _sources(doc)
+    assert len(sources) > 30
+    for where, text in sources:
+        local = re.search(r"(?<![\w./-])tests/", text)
+        assert "fixture" not in text.lower() and not local, f"{where} cites a test capture: {text}"
+    # Every figure a check compares with has a public source (a URL) or says it is approximate.
+    for name, entry in doc["offerings"].items():
+        for section in ("gpu", "interconnect", "fabric"):
+            src = entry[section]["source"]
+            assert _URL.search(src) or "approximate" in src or "providers/fake.py" in src, f"{name}.{section}: {src}"
+        perf = entry.get("nccl", entry.get("hccl"))["all_reduce"]
+        figures = {k: v for k, v in perf.items() if k.endswith("_gbs") and v is not None}
+        if figures:
+            assert _URL.search(perf["source"]) or "approximate" in perf["source"], f"{name}: {perf['source']}"
+    # A capture copied from a document that a baseline cites is never fed to the gate or the simulated hosts:
+    # a check against it would compare a figure with itself.
+    cited = {(m.group("repo"), m.group("path")) for _w, text in sources for m in _BLOB.finditer(text)}
+    copies = sorted(rel for rel, origin in _fixture_origins().items() if origin in cited)
+    assert any("2node-efa-srun" in rel for rel in copies), copies  # the README p5's multi-node figure cites
+    from ._fixtures import REPO_ROOT
+
+    for f in _GATE_AND_SIM:
+        text = (REPO_ROOT / f).read_text()
+        used = [rel for rel in copies if rel in text or rel.rsplit("/", 1)[-1] in text]
+        assert not used, f"{f} uses {used}, a copy of a baseline's source"
+
+
+def test_the_spec_names_the_mandatory_checks() -> None:
+    from metalfleet.bootstrap.acceptance.quarantine import spec_overrides
+    from metalfleet.providers.spec import parse_spec
+
+    base = {"name": "gate", "provider": "fake", "region": "r", "offering": "p5.48xlarge", "count": 1, "image": "i"}
+    facts = {"nvidia-smi": f("nvidia-smi", H100_TABLE)}
+    default = judge("p5.48xlarge", facts, spec_overrides(parse_spec(base)))
+    assert {c.name for c in default.checks if c.mandatory} == set(resolve_baseline("p5.48xlarge")["required"])
+    assert not default.passed  # no topology, fabric or bandwidth evidence: mandatory checks skipped
+    only = judge("p5.48xlarge", facts, spec_overrides(parse_spec({**base, "acceptance": {"mandatory": ["gpu-count"]}})))
+    assert only.passed and [c.name for c in only.checks if c.mandatory] == ["gpu-count"]
+    assert status(only, "allreduce-busbw") == "skip"
+    none = judge("p5.48xlarge", {}, spec_overrides(parse_spec({**base, "acceptance": {"mandatory": []}})))
+    assert none.passed and none.checks and all(c.status == "skip" for c in none.checks)
+    for bad, value in ((["gpu-count", "gpu-magic"], "gpu-magic"), (["gpu-count", "gpu-count"], "gpu-count")):
+        with pytest.raises(InvalidSpecError) as exc:
+            parse_spec({**base, "acceptance": {"mandatory": bad}})
+        assert exc.value.field == "acceptance.mandatory" and exc.value.value == bad and repr(value) in str(exc.value)
+    with pytest.raises(InvalidSpecError) as old:
+        parse_spec({**base, "acceptance": {"checks": ["gpu-count"]}})
+    assert old.value.field == "acceptance.checks"
+
+
+def test_a_run_across_nodes_is_judged_on_the_nccl_checks_only() -> None:
+    from metalfleet.bootstrap.acceptance.gate import NCCL_CHECKS
+
+    v = judge("p5.48xlarge", {"nccl-tests": f("nccl-tests", P5_NCCL)}, scope=NCCL_CHECKS)
+    assert [c.name for c in v.checks] == list(NCCL_CHECKS) and v.passed
+    assert [c.name for c in v.checks if c.mandatory] == ["allreduce-busbw"]
+    nothing = judge("p4de.24xlarge", {"nccl-tests": f("nccl-tests", P5_NCCL)}, scope=NCCL_CHECKS)
+    bw = nothing.check("allreduce-busbw")
+    assert bw is not None and bw.status == "fail" and not nothing.passed  # no multi-node baseline for p4de
+    assert bw.reason.startswith("mandatory check skipped: all_reduce busbw 488.1 GB/s; no multi-node")

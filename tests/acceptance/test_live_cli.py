@@ -25,6 +25,8 @@ from ._sim import IB, P5, fleet_starter
 
 REPO = Path(__file__).resolve().parents[2]
 SEVEN_REASON = "gpu-count: expected 8 GPUs, found 7 (nvidia-smi -q)"
+#: A node with 7 of 8 GPUs: the count fails, and all_reduce_perf -g 8 fails on the missing device.
+SEVEN_FAILS = ["gpu-count", "nccl-correctness", "allreduce-busbw"]
 
 
 @pytest.fixture
@@ -57,11 +59,16 @@ def test_verify_inventory_exit_codes_table_reports_and_saved_outputs(start: Any,
     assert res.returncode == 1, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("1 of 2 node(s) passed acceptance")
-    rows = {ln.split()[0]: ln for ln in lines[3:]}
+    rows = {ln.split()[0]: ln for ln in lines[3:lines.index("")]}
     assert rows["node0"].rstrip().endswith("PASS") and rows["node1"].rstrip().endswith(f"FAIL: {SEVEN_REASON}")
+    checks = dict(ln.split(": ", 1) for ln in lines[lines.index("checks:") + 1:])
+    node1 = dict(kv.split("=") for kv in checks["node1"].split())
+    assert [c for c, s in node1.items() if s == "fail"] == SEVEN_FAILS
     assert "node1" in res.stderr and "== fail" in res.stderr  # progress, one line per host, on stderr
     suites = {s.get("name"): s for s in ET.parse(junit).getroot().iter("testsuite")}
-    assert suites["node1 (p5.48xlarge)"].get("failures") == "1" and suites["node0 (p5.48xlarge)"].get("failures") == "0"
+    assert suites["node1 (p5.48xlarge)"].get("failures") == str(len(SEVEN_FAILS))
+    assert suites["node0 (p5.48xlarge)"].get("failures") == "0"
+    assert suites["node0 (p5.48xlarge)"].get("skipped") == "2"  # nvlink-links, storage-nvme: not judged
     assert "1 of 2 nodes passed." in md.read_text()
     assert (save / "node1" / "nvidia-smi-q.txt").is_file() and (save / "node0" / "all_reduce_perf.txt").is_file()
     assert list(load_quarantine(qfile)) == ["node1"]
@@ -74,6 +81,9 @@ def test_verify_inventory_exit_codes_table_reports_and_saved_outputs(start: Any,
     assert ok.returncode == 0, ok.stdout + ok.stderr
     doc = json.loads(ok.stdout)
     assert doc["passed"] is True and [n["node"] for n in doc["nodes"]] == ["node0"]
+    outcome = {c["name"]: c["status"] for c in doc["nodes"][0]["checks"]}
+    assert [c for c, s in outcome.items() if s != "pass"] == ["nvlink-links", "storage-nvme"]
+    assert {outcome[c] for c in ("fabric-ports", "nccl-transport", "allreduce-busbw")} == {"pass"}
     assert list(load_quarantine(qfile)) == ["node1"]  # a host not checked this time stays listed
 
     bad = cli(str(tmp_path / "missing.yaml"))
@@ -119,7 +129,10 @@ def test_verify_spec_checks_the_providers_live_nodes_and_tags_failures(start: An
     assert rc == 1
     out = json.loads(capsys.readouterr().out)
     nodes = {n["node"]: n for n in out["nodes"] if n["node"].startswith("acc-")}
-    assert nodes["acc-0"]["passed"] and nodes["acc-1"]["failures"] == ["gpu-count"]
+    assert nodes["acc-0"]["passed"] and nodes["acc-1"]["failures"] == SEVEN_FAILS
+    outcome = {c["name"]: c["status"] for c in nodes["acc-0"]["checks"]}
+    assert [c for c, s in outcome.items() if s != "pass"] == ["nvlink-links", "storage-nvme"]
+    assert outcome["nccl-transport"] == outcome["fabric-ports"] == "pass"  # NET/IB on 8 Active 400G ports
     assert nodes["acc-0"]["threshold"] == 0.8  # the spec's acceptance.threshold
     tags = FakeDriver(state_path=state).get(n1.id).tags
     assert tags[ACCEPTANCE_TAG] == "quarantined" and tags[REASON_TAG] == SEVEN_REASON

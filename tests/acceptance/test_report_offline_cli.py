@@ -65,6 +65,16 @@ def test_junit_report_parses_and_counts_failures() -> None:
                                                       "'H100 80GB HBM3' (H100)"
     assert "measured: [\"NVIDIA A10\"]" in (fail.text or "")
     assert {c.get("classname") for c in suites[0].findall("testcase")} == {"acceptance.good-node"}
+    # A skipped check is a JUnit <skipped/>, never a passed test case; a mandatory one carries a property.
+    skips = root.findall("testsuite/testcase/skipped")
+    n_skip = sum(1 for v in verdicts for c in v.checks if c.status == "skip")
+    assert len(skips) == n_skip == int(root.get("skipped", "-1")) > 0
+    nvlink = next(c for c in suites[0].findall("testcase") if c.get("name") == "nvlink-links")
+    skipped = nvlink.find("skipped")
+    assert skipped is not None and skipped.get("message", "").startswith("no evidence for nvlink-links")
+    assert nvlink.find("system-out") is None and nvlink.find("failure") is None
+    count = next(c for c in suites[0].findall("testcase") if c.get("name") == "gpu-count")
+    assert [(p.get("name"), p.get("value")) for p in count.iter("property")] == [("mandatory", "true")]
 
 
 def test_json_and_markdown_reports() -> None:
@@ -73,17 +83,26 @@ def test_json_and_markdown_reports() -> None:
     assert doc["passed"] is False and [n["node"] for n in doc["nodes"]] == ["good-node", "bad|node"]
     assert doc["nodes"][0]["passed"] is True and doc["nodes"][1]["failures"][0] == "gpu-count"
     bw = next(c for c in doc["nodes"][0]["checks"] if c["name"] == "allreduce-busbw")
-    assert bw["measured"] == 488.14 and bw["expected"] == 480.0 and bw["status"] == "pass"
+    assert bw["measured"] == 488.14 and bw["expected"] == 480.0 and bw["status"] == "pass" and bw["mandatory"]
+    good = doc["nodes"][0]
+    statuses = {c["name"]: c["status"] for c in good["checks"]}
+    assert good["skipped"] == [n for n, s in statuses.items() if s == "skip"] and "nvlink-links" in good["skipped"]
+    assert all(not c["passed"] for c in good["checks"] if c["status"] == "skip")
+    assert good["mandatory"] == ["gpu-count", "gpu-model", "gpu-interconnect", "fabric-ports", "allreduce-busbw"]
     md = to_markdown(verdicts)
-    assert md.startswith("# Node acceptance\n\n1 of 2 nodes passed.")
-    assert "## good-node (p5.48xlarge): PASS" in md and "## bad|node (p5.48xlarge): FAIL" in md
-    assert md.count("| check | status | measured | expected | reason |") == 2
+    n_skip = sum(len(v.skipped) for v in verdicts)
+    assert md.startswith(f"# Node acceptance\n\n1 of 2 nodes passed. {n_skip} check(s) were skipped (not judged; "
+                         "not counted as passed).")
+    assert f"## good-node (p5.48xlarge): PASS ({len(verdicts[0].skipped)} skipped)" in md
+    assert "## bad|node (p5.48xlarge): FAIL" in md
+    assert md.count("| check | status | mandatory | measured | expected | reason |") == 2
     row = next(ln for ln in md.splitlines() if ln.startswith("| gpu-count | FAIL"))
-    assert row == "| gpu-count | FAIL | 1 | 8 | expected 8 GPUs, found 1 (nvidia-smi -q) |"
-    # every table row has exactly 6 unescaped pipes, even when a reason contains '|'
+    assert row == "| gpu-count | FAIL | yes | 1 | 8 | expected 8 GPUs, found 1 (nvidia-smi -q) |"
+    assert "| nvlink-links | SKIP | no |" in md
+    # every table row has exactly 7 unescaped pipes, even when a reason contains '|'
     for ln in md.splitlines():
         if ln.startswith("| ") and not ln.startswith("|---"):
-            assert ln.replace("\\|", "").count("|") == 6, ln
+            assert ln.replace("\\|", "").count("|") == 7, ln
 
 
 # ------------------------------------------------------------------------------------ offline
@@ -175,7 +194,8 @@ def test_cli_verify_pass_fail_and_reports(tmp_path: Path, capsys: pytest.Capture
                   "--markdown", str(md)])
     assert rc == 0
     out = capsys.readouterr().out
-    assert out.startswith("p5-a (p5.48xlarge): PASS") and "PASS  allreduce-busbw" in out
+    assert out.startswith("p5-a (p5.48xlarge): PASS, ") and "check(s) skipped (not judged)" in out.splitlines()[0]
+    assert "PASS  allreduce-busbw (mandatory): " in out and "SKIP  nvlink-links: no evidence" in out
     assert ET.parse(junit).getroot().get("failures") == "0" and "## p5-a (p5.48xlarge): PASS" in md.read_text()
     rc = run_cli(["verify", "--from-dir", str(d), "--offering", "p5.48xlarge", "--json",
                   "--override", "nccl.all_reduce.multi_node_busbw_gbs=600"])

@@ -25,6 +25,7 @@ from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.errors import InvalidSpecError
 from tests.emulators.ec2_server import Ec2Emulator, default_subnet_id, start_ec2_emulator
 from tests.emulators.fixtures import IMAGE, REGION, ZONE, ec2_client
+from tests.hosts.harness import mfshim
 
 pytestmark = pytest.mark.requires_root("simulated hosts (namespaces, mounts, sshd)")
 
@@ -112,7 +113,8 @@ def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, 
     assert out.split() == [iid, iid]
     config = json.loads((Path(host["sandbox"]) / "config.json").read_text())
     assert config["gpu"]["count"] == 8
-    assert not Path(config["fixtures"]["fi_info"]).is_absolute()  # no EFA interface asked: the profile's listing
+    # launched without an EFA interface, the instance has no EFA device (whatever its type could take)
+    assert config["fabric"] == {"kind": "efa", "nics": 0, "nic_gbps": 0.0} and "fi_info" not in config["fixtures"]
 
     # an idempotent replay boots nothing more
     again = ec2.run_instances(ImageId=IMAGE, InstanceType="p4d.24xlarge", MinCount=1, MaxCount=1, KeyName=KEY_PAIR,
@@ -171,9 +173,11 @@ def test_driver_pins_the_host_key_from_the_console(emu: Ec2Emulator, key: Path, 
         assert node.private_ip == sim["address"]
         [line] = node.extra["host_keys"]
         assert line.split()[:2] == sim["host_key"].split()[:2]
-        # its EFA devices are the 32 EFA interfaces the driver launched it with
-        listing = json.loads((Path(sim["sandbox"]) / "config.json").read_text())["fixtures"]["fi_info"]
-        assert len(parse_fi_info(Path(listing).read_text()).efa_devices) == node.extra["efa_interfaces"] == 32
+        # its EFA devices are the emulator's record of what it attached: 32 EFA interfaces on 32 network
+        # cards of 100 Gb/s (the type's data), which its fi_info lists
+        config = json.loads((Path(sim["sandbox"]) / "config.json").read_text())
+        assert config["fabric"] == {"kind": "efa", "nics": 32, "nic_gbps": 100.0}
+        assert len(parse_fi_info(mfshim.fi_info_listing(config)).efa_devices) == node.extra["efa_interfaces"] == 32
         assert _run(node.private_ip, list(node.extra["host_keys"]), key, tmp_path / "kh", "hostname") == node.id
     # read once per driver; get() carries what was read
     driver.wait([n.id for n in nodes], NodeState.RUNNING, timeout=30)

@@ -55,12 +55,14 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     ``127.x.y.z`` address, so SSH to the node's private IP reaches it. GetConsoleOutput answers
     cloud-init style output (base64, as EC2 does) that prints the host's key between
     ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``. The host's EFA
-    devices are the instance's: its ``fi_info -p efa`` lists one device per EFA interface the launch
-    asked for (in the format of the captured listing in shared/fixtures/efa, which is cut after 3
-    devices), so a p5 launched with 32 EFA interfaces shows 32 and one launched with fewer fails
-    acceptance. StopInstances powers the host off (its disk stays), StartInstances boots it again,
-    RebootInstances reboots it; TerminateInstances, a state reset and the server's exit stop it
-    (processes, mounts, folder).
+    devices come from the emulator's own records, not from the request: one per EFA interface it
+    attached to the instance, on a network card that the type's data (DescribeInstanceTypes:
+    NetworkCards, MaximumEfaInterfaces) says takes EFA, at that card's bandwidth (``efa_fabric``; the
+    host's config ``fabric``). Its ``fi_info -p efa`` lists those devices and its nccl-tests use
+    them, so a p5 with 32 EFA interfaces shows 32 at 100 Gb/s, one with fewer fails acceptance, and
+    one without EFA answers ``fi_getinfo: -61``. StopInstances powers the host off (its disk stays),
+    StartInstances boots it again, RebootInstances reboots it; TerminateInstances, a state reset and
+    the server's exit stop it (processes, mounts, folder).
     Nothing in the product knows: it sees EC2 instances with private IPs, key pairs and console output.
 (i) CreateTags naming an instance id that does not exist answers InvalidInstanceID.NotFound, as on AWS
     (moto tags the unknown id and answers success).
@@ -494,15 +496,24 @@ def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def fi_info_text(devices: int) -> str:
-    """``fi_info -p efa`` of a host with ``devices`` EFA devices: an RDM and a DGRAM entry each, as
-    libfabric 1.2x prints them (the entry format of shared/fixtures/efa/fi_info-efa-multi-rdmap-*)."""
-    entries = []
-    for i in range(devices):
-        for suffix, kind in (("rdm", "FI_EP_RDM"), ("dgrm", "FI_EP_DGRAM")):
-            entries.append(f"provider: efa\n    fabric: efa\n    domain: rdmap{79 + i}s0-{suffix}\n"
-                           f"    version: 121.0\n    type: {kind}\n    protocol: FI_PROTO_EFA\n")
-    return "".join(entries)
+def efa_fabric(offering: str, interfaces: Iterable[tuple[str | None, int]]) -> dict[str, Any] | None:
+    """(h) The EFA devices an instance really has: one per EFA interface attached on a network card that
+    the type's data (moto's DescribeInstanceTypes records) says takes EFA, at most its MaximumEfaInterfaces,
+    at that card's baseline bandwidth. None for a type without EFA (its profile's fabric stands).
+
+    ``interfaces``: (InterfaceType, NetworkCardIndex) of each network interface the emulator attached.
+    """
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+
+    info = (INSTANCE_TYPES.get(offering) or {}).get("NetworkInfo") or {}
+    limit = int((info.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0)
+    if not limit:
+        return None
+    cards = {int(c["NetworkCardIndex"]): c for c in info.get("NetworkCards") or []}
+    efa_cards = sorted({card for kind, card in interfaces if kind in ("efa", "efa-only") and card in cards
+                        and "efa" in (cards[card].get("InterfaceTypes") or [])})[:limit]
+    gbps = float(cards[efa_cards[0]].get("BaselineBandwidthInGbps") or 0) if efa_cards else 0.0
+    return {"kind": "efa", "nics": len(efa_cards), "nic_gbps": gbps}
 
 
 def console_text(address: str, host_key: str, booted: datetime) -> str:
@@ -559,7 +570,7 @@ class SimHosts:
             self.rules = [{"tags": dict(r.get("tags") or {}), "config": dict(r["config"])} for r in rules]
 
     def boot(self, instance_id: str, offering: str, public_keys: list[str], tags: dict[str, str],
-             efa: int = 0) -> Any:
+             interfaces: Iterable[tuple[str | None, int]] = ()) -> Any:
         from tests.hosts.vm import boot_vm_host
 
         with self.lock:
@@ -570,10 +581,9 @@ class SimHosts:
         index = tags.get("metalfleet:index", "0")
         host = boot_vm_host(instance_id, authorized_keys=public_keys, offering=offering, provider="aws",
                             config=config or None, index=int(index) if index.isdigit() else 0)
-        if efa and "fi_info" not in (config.get("fixtures") or {}):
-            listing = host.root / "fi_info-efa.txt"  # the sandbox: seen at the same path inside the host
-            listing.write_text(fi_info_text(efa))
-            host.update_config(fixtures={"fi_info": str(listing)})
+        fabric = efa_fabric(offering, interfaces)
+        if fabric is not None and "fabric" not in config:  # the host's fi_info and NCCL answer from this
+            host.update_config(fabric=fabric)
         with self.lock:
             self.hosts[instance_id] = host
             self.consoles[instance_id] = console_text(host.address, host.host_key, datetime.now(UTC))
@@ -923,9 +933,10 @@ def install_extensions() -> None:
         """Boot a host per instance and give the instance its address; the error, if a boot failed."""
         for inst in instances:
             try:
-                efa = sum(1 for n in inst.network_interfaces if getattr(n, "interface_type", None) == "efa")
+                attached = [(getattr(n, "interface_type", None), int(getattr(n, "network_card_index", 0) or 0))
+                            for n in inst.network_interfaces]
                 host = SIM.boot(inst.id, instance_type, public_keys, dict(self.ec2_backend.tags.get(inst.id, {})),
-                                efa)
+                                attached)
             except Exception as exc:  # the launch fails as a whole, as a failed launch does on AWS
                 for other in instances:
                     other.terminate()

@@ -79,6 +79,8 @@ ID_LIKE=debian
 GIB = 1 << 30
 
 #: Fixture profiles: config defaults (what the shims print) and the inventory traits of the host.
+#: ``fixtures`` name real captures the shims print as they are; ``gpu`` and ``fabric`` are the simulated
+#: hardware that generated outputs (nccl-tests, fi_info, --query-gpu) answer from.
 PROFILES: dict[str, dict[str, Any]] = {
     "p5": {
         "provider": "aws", "offering": "p5.48xlarge",
@@ -89,10 +91,10 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
                 "nvidia-smi-q": "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt",
                 "topo": "topo/8x-h100-nv18-no-nic-legend-omitted.txt",
-                "fi_info": "efa/fi_info-efa-multi-rdmap-head-n20-truncated.txt",
                 "nvme-list": "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt",
-                "nccl-tests": "nccl-tests/p5-2node-efa-srun-labelled-size-table.txt",
             },
+            # 32 EFA devices on 32 network cards of 100 Gb/s (fi_info and nccl-tests answer from this)
+            "fabric": {"kind": "efa", "nics": 32, "nic_gbps": 100},
         },
     },
     "p4d": {  # p4d / p4de: 8x A100 SXM4 on NVSwitch, 4 EFA cards, 8 NVMe (no A100 default-table capture)
@@ -103,10 +105,9 @@ PROFILES: dict[str, dict[str, Any]] = {
             "fixtures": {
                 "topo": "topo/8x-a800-sxm4-nv8-4nic-mlx5.txt",
                 "nvlink": "nvlink/8x-a100-sxm4-80gb-nvlink-status.txt",
-                "fi_info": "efa/fi_info-efa-multi-rdmap-head-n20-truncated.txt",
                 "nvme-list": "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt",
-                "nccl-tests": "nccl-tests/4x-dgx-a100-slurm-oldformat-table.txt",
             },
+            "fabric": {"kind": "efa", "nics": 4, "nic_gbps": 100},
         },
     },
     "h100-ib": {
@@ -123,8 +124,8 @@ PROFILES: dict[str, dict[str, Any]] = {
                 # H100 SXM: NV18 between every pair. No `nvlink -s` capture of an H100 exists in the
                 # fixtures, so that tool has none here rather than an A100's (NV12, 25 GB/s links).
                 "topo": "topo/8x-h100-nv18-no-nic-legend-omitted.txt",
-                "nccl-tests": "nccl-tests/10node-80xh100-all_reduce-nccltests2.17.8-maxbytes-reduced.txt",
             },
+            "fabric": {"kind": "infiniband", "nics": 8, "nic_gbps": 400},
         },
     },
     "h100-roce": {
@@ -136,24 +137,28 @@ PROFILES: dict[str, dict[str, Any]] = {
                      "root_model": "SAMSUNG MZ1L2960HCJR-00A07"},
             "fixtures": {"nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
                          "ibstat": "infiniband/ibstat-h100-roce-8x-cx7-4x-cx6dx-all-eth.txt"},
+            "fabric": {"kind": "roce", "nics": 8, "nic_gbps": 400},
         },
     },
     "alibaba-h20": {
         "provider": "alibaba", "offering": "ecs.ebmgn8v.48xlarge",
         "config": {"gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H20"},
                    "nvme": {"count": 0, "root_model": "Alibaba Cloud Elastic Block Storage"},
-                   "fixtures": {"ibv_devinfo": "erdma/ibv_devinfo-alibaba-h20-erdma0-first-device-only.txt"}},
+                   "fixtures": {"ibv_devinfo": "erdma/ibv_devinfo-alibaba-h20-erdma0-first-device-only.txt"},
+                   "fabric": {"kind": "erdma", "nics": 2, "nic_gbps": 85}},
     },
     "ascend-910b": {
         "provider": "huawei", "offering": "physical.kat2e.48xlarge.8.313t",
         "config": {"gpu": {"vendor": "ascend", "count": 8, "model": "Ascend 910B3"},
                    "nvme": {"count": 4, "size": 3576 * GIB, "model": "HWE52P433T8M002N", "root_model": "EVS"},
                    "fixtures": {"npu-smi": "ascend/npu-smi-info-8x-910b3-device-table.txt",
-                                "npu-smi-topo": "ascend/npu-smi-info-t-topo-8x-910b3-hccs.txt"}},
+                                "npu-smi-topo": "ascend/npu-smi-info-t-topo-8x-910b3-hccs.txt"},
+                   "fabric": {"kind": "roce", "nics": 8, "nic_gbps": 200}},
     },
     "plain": {
         "traits": {"vendor": "none", "gpu_count": 0, "fabric": "none"},
-        "config": {"gpu": {"vendor": "none", "count": 0}, "nvme": {"count": 0}, "fixtures": {}},
+        "config": {"gpu": {"vendor": "none", "count": 0}, "nvme": {"count": 0}, "fixtures": {},
+                   "fabric": {"kind": "none"}},
     },
 }
 

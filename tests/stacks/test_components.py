@@ -19,7 +19,14 @@ class _Mocks(pulumi.runtime.Mocks):
         self.created.append(args)
         outs = dict(args.inputs)
         if args.name.endswith("-acceptance"):
-            return args.name, {**outs, "hostfile": "10.1.0.11 slots=8\n", "accepted_ids": ["n-1"], "table": "t"}
+            # A stand-in gate with a rule of its own (it refuses node n-0), answering from its inputs as
+            # the real one does: the accepted nodes' ids, addresses and hostfile.
+            from metalfleet.stacks.cluster import hostfile as make_hostfile
+
+            accepted = [n for n in args.inputs["nodes"] if n["id"] != "n-0"]
+            ips = [n["private_ip"] for n in accepted]
+            return args.name, {**outs, "accepted_ids": [n["id"] for n in accepted], "accepted_ips": ips,
+                               "hostfile": make_hostfile(ips, 8), "table": "t"}
         if args.name.endswith("-bootstrap"):
             return args.name, {**outs, "status": "changed"}
         if args.typ == "pulumi-python:dynamic:Resource":
@@ -88,11 +95,15 @@ def test_bootstrap_and_gate_follow_the_nodes_and_the_hostfile_lists_accepted_nod
     cluster = GpuCluster("g1", spec, driver_config={"state_path": str(tmp_path / "f.json")})
     assert cluster.acceptance is not None
 
-    def check(hf: str) -> None:
+    def check(args: list[Any]) -> None:
+        hf, ips = args
         names = sorted(r.name for r in MOCKS.created if r.typ == "pulumi-python:dynamic:Resource")
         assert names == ["g1-0", "g1-0-bootstrap", "g1-1", "g1-1-bootstrap", "g1-acceptance"]
         gate = next(r for r in MOCKS.created if r.name == "g1-acceptance")
-        assert [n["id"] for n in gate.inputs["nodes"]] == ["n-0", "n-1"]
-        assert hf == "10.1.0.11 slots=8\n", "with the gate on, the hostfile is the accepted nodes'"
+        # The gate is handed every node as the node resources report it (id and address) ...
+        assert [(n["id"], n["private_ip"]) for n in gate.inputs["nodes"]] == [("n-0", ips[0]), ("n-1", ips[1])]
+        # ... and the cluster's hostfile is the gate's verdict, not the list of nodes it ordered.
+        assert ips == ["10.1.0.10", "10.1.0.11"]
+        assert hf == f"{ips[1]} slots=8\n" and hf != hostfile(ips, 8)
 
-    return cluster.hostfile.apply(check)
+    return pulumi.Output.all(cluster.hostfile, cluster.private_ips).apply(check)

@@ -14,18 +14,57 @@ Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root fo
   proc/mounts, proc/mdstat, proc/sys/kernel/random/boot_id   kept in step with state.json
 
 Tools print real captured output from ``$MF_FIXTURES`` (the fleet's copy of tests/fixtures) where one exists for the
-call (nvidia-smi table and -q, ibstat, fi_info, npu-smi, nccl-tests); structured calls the engine
-parses (``--query-gpu``, ``lsblk --json``, ``nvme list -o json``) are synthesised in the real format.
+call and the call does not depend on the arguments (nvidia-smi table and -q, ibstat, npu-smi); structured calls the
+engine parses (``--query-gpu``, ``lsblk --json``, ``nvme list -o json``) are synthesised in the real format.
 
-Faults on captures (config.json), each small and applied to the real capture before it is printed:
-  edits.<fixture key>   [[old, new], [old, new, count], ...]: text replacements (``str.replace``), e.g.
-                        ``{"ibstat": [["State: Active", "State: Down", 1]]}`` for one Down port, or
-                        ``{"nccl-tests": [["Using network AWS Libfabric", "Using network Socket"]]}``
-  nccl.busbw_scale      multiplies algbw and busbw in every nccl-tests data row (0.6: a slow node)
-  gpu.count             below the capture's GPU count, drops the last GPU sections of
-                        ``nvidia-smi -q`` / ``-q -x`` (a GPU fallen off the bus); ``--query-gpu`` follows it too
-``all_reduce_perf`` and ``mpirun`` print the nccl-tests capture (``mpirun`` prefers the
-``nccl-tests-multinode`` fixture); ``fail.<tool>`` makes them exit 1 with that message.
+Outputs that must answer the actual arguments are generated from the host's simulated hardware
+(config.json ``gpu`` and ``fabric``: kind, ``nics``, ``nic_gbps``), never replayed:
+  fi_info -p efa        one RDM and one DGRAM entry per EFA device of ``fabric`` (``fi_getinfo: -61`` when
+                        there is none); only once the EFA installer ran
+  all_reduce_perf & co  nccl-tests' output for the options given (-b/-e/-i/-f sizes, -g/-t GPUs and threads,
+                        -d/-o types and ops, -c/-n/-w/-m/-G/-z/-r, NCCL_TESTS_MIN_BW): the header, one device
+                        line per rank naming the host's GPU model, the size table, out-of-bounds and average
+                        lines; a CUDA failure when the ranks need more GPUs than the host has or the driver is
+                        not loaded. With NCCL_DEBUG=INFO every rank's set-up lines name the transport: NET/OFI
+                        (aws-ofi-nccl, "found N nics") on EFA once the EFA installer put the plugin in place,
+                        NET/IB on InfiniBand/RoCE/eRDMA over the Active ports of the host's ibstat
+                        (NCCL_IB_HCA, NCCL_IB_DISABLE honoured), otherwise
+                        NET/Socket; NVLS lines on NVSwitch GPUs that have it (NCCL_NVLS_ENABLE=0 turns it off).
+  mpirun                Open MPI's command line (-np/-n/-c, -N/--npernode, --hostfile/--machinefile, -H/--host,
+                        -x NAME[=VALUE], --mca, --oversubscribe, --allow-run-as-root): the job is laid out
+                        over the hosts, and the program runs once, here, as rank 0 of it (OMPI_COMM_WORLD_SIZE,
+                        MF_MPI_NODES), so an MPI-built nccl-tests prints the whole job's output (a build
+                        without MPI prints one 1-rank run per process, interleaved). Every node of the job is
+                        taken to have this node's hardware.
+
+The nccl-tests bandwidth model (``nccl_model``), and where each number comes from:
+  one node, NVLink      peak busbw = NVLinks x GB/s per link x E. E_NVLS = 1.011 from
+                        nccl-tests/p5-aws-batch-mpirun-tagged-table-tail.txt (8x H100; 483.35 GB/s at 16 GiB over
+                        18 x 26.562 GB/s; taken as one node: 12.9 us at 8 B, where the two-node EFA captures
+                        show ~70 us). E_RING = 0.80 for GPUs without NVLS (A100) and E_PCIE = 0.80 over PCIe
+                        Gen4 (25 GB/s) are assumptions: no single-node capture without NVLS exists here.
+                        Ramp (latency 15.5 us, K = 7.9 MB, p = 0.5) fitted to the same capture's rows.
+  several nodes         algbw = min(one-node figure, per-node network GB/s x E_NET / (2(n-1)/n)).
+                        E_NET efa = 1.22: nccl-tests/p5-2node-16xh100-efa-ofi-nccl2.22-*.txt (488.14 GB/s busbw
+                        at 16 GiB over 32 x 100 Gb/s), ramp (66 us, 63 MB, 0.7) fitted to its rows; ib (also
+                        RoCE and eRDMA) = 0.91: nccl-tests/10node-80xh100-*.txt (364.07 GB/s over 8 x 400 Gb/s;
+                        the DGX A100 captures give 0.94-0.96), ramp (25 us, 20 MB, 0.75) fitted to
+                        nccl-tests/dgx-a100-2node-*.txt; sockets = 0.30 of the 100 Gb/s front-end NIC, ramp
+                        (120 us, 60 MB, 0.7): assumptions, no capture.
+  one rank              out-of-place algbw = 0.957 x memory bandwidth (nccl-tests/1x-rtx5090-*: 1715.44 GB/s over
+                        1792 GB/s), in-place 0.78 us (nothing to move); busbw 0 by definition.
+Rows wobble by +-0.6% (deterministic per host and size). None of these captures is an acceptance baseline's
+source (bootstrap/acceptance/baselines.json cites public documents; a test checks it).
+
+Faults (config.json), each small:
+  edits.<fixture key>   [[old, new], [old, new, count], ...]: text replacements (``str.replace``) on a capture,
+                        e.g. ``{"ibstat": [["State: Active", "State: Down", 1]]}`` for one Down port
+  nccl.busbw_scale      multiplies the modelled bandwidth (0.6: a slow node)
+  nccl.net: "socket"    NCCL finds no working RDMA path and falls back to sockets ("Using network Socket")
+  gpu.count             fewer GPUs: ``nvidia-smi -q`` / ``-q -x`` lose their last GPU sections (a GPU fallen off
+                        the bus), ``--query-gpu`` follows, and nccl-tests asked for more fails on that device
+  fail.<tool>           the tool (``all_reduce_perf``, ``mpirun``, ``apt-get``, ``curl``) exits non-zero with
+                        that message
 """
 
 from __future__ import annotations
@@ -439,11 +478,33 @@ def cmd_ibstat(args: list[str]) -> int:
     return 0
 
 
+def fi_info_listing(cfg: dict) -> str:
+    """``fi_info -p efa`` of the host's EFA devices (config ``fabric``): an RDM and a DGRAM entry per
+    device, as libfabric 1.2x prints them (the entry format of tests/fixtures/efa/fi_info-efa-multi-rdmap-*)."""
+    fab = cfg.get("fabric") or {}
+    if fab.get("kind") != "efa":
+        return ""
+    entries = []
+    for i in range(int(fab.get("nics") or 0)):
+        for suffix, kind in (("rdm", "FI_EP_RDM"), ("dgrm", "FI_EP_DGRAM")):
+            entries.append(f"provider: efa\n    fabric: efa\n    domain: rdmap{79 + i}s0-{suffix}\n"
+                           f"    version: 121.0\n    type: {kind}\n    protocol: FI_PROTO_EFA\n")
+    return "".join(entries)
+
+
 def cmd_fi_info(args: list[str]) -> int:
     if not read_state()["installed"].get("efa"):
         err("sh: 1: fi_info: not found")
         return 127
-    out(fixture("fi_info") or "")
+    cfg = load_config()
+    provider = args[args.index("-p") + 1] if "-p" in args[:-1] else None
+    text = fixture("fi_info", cfg)
+    if text is None:
+        text = fi_info_listing(cfg) if provider in (None, "efa") else ""
+    if not text.strip():
+        err("fi_getinfo: -61 (No data available)")
+        return 1
+    out(text)
     return 0
 
 
@@ -474,53 +535,671 @@ def cmd_hccn_tool(args: list[str]) -> int:
     return 0
 
 
-def cmd_nccl_test(args: list[str], key: str = "nccl-tests", tool: str = "all_reduce_perf") -> int:
+# --------------------------------------------------------------------------------------------
+# nccl-tests and mpirun: generated from the simulated hardware and the actual arguments
+#
+# No capture is replayed. The output is nccl-tests' own format (2.17 layout), for the sizes, data
+# types, ops, GPU and node counts the command asked for, with bandwidth from a small model of the
+# host's hardware (config.json ``gpu`` and ``fabric``) and NCCL_DEBUG lines naming the transport that
+# hardware and the installed software give. See the module docstring for the calibration.
+
+NCCL_VERSION = "2.22.3"
+NCCL_CODE = "22203"
+NCCL_TESTS_VERSION = "2.17.8"
+OFI_NCCL_VERSION = "1.9.2-aws"
+GIB = 1 << 30
+
+#: GPU name pattern -> (NVLinks per GPU, GB/s per link and direction as ``nvidia-smi nvlink -s`` shows it,
+#: NVLink SHARP (NVLS) on an NVSwitch system, memory bandwidth GB/s, memory GiB). First match wins.
+GPUS: tuple[tuple[str, int, float, bool, float, int], ...] = (
+    (r"H100 PCIe|H100 NVL", 0, 0.0, False, 2000.0, 80),
+    (r"H100", 18, 26.562, True, 3350.0, 80),
+    (r"H200", 18, 26.562, True, 4800.0, 141),
+    (r"H800", 8, 26.562, True, 3350.0, 80),
+    (r"\bH20\b", 18, 26.562, True, 4000.0, 96),
+    (r"GB200|Graphics Device", 18, 50.0, True, 8000.0, 186),
+    (r"A100-SXM4-80GB", 12, 25.0, False, 2039.0, 80),
+    (r"A100-SXM4-40GB|A100-SXM", 12, 25.0, False, 1555.0, 40),
+    (r"A800-SXM", 8, 25.0, False, 2039.0, 80),
+    (r"V100-SXM2", 6, 25.0, False, 900.0, 16),
+    (r"RTX 5090", 0, 0.0, False, 1792.0, 32),
+)
+_GPU_DEFAULT = ("", 0, 0.0, False, 900.0, 24)
+#: PCIe Gen4 x16 per direction (GB/s), the path between GPUs without NVLink.
+PCIE_GBS = 25.0
+
+# Calibration (the module docstring says where each number comes from).
+E_NVLS = 483.35 / (18 * 26.562)   # busbw / per-GPU NVLink bandwidth, 8x H100 with NVLS
+E_RING = 0.80                     # the same without NVLS (an assumption: no such capture)
+E_PCIE = 0.80                     # over PCIe (an assumption)
+E_NET = {"efa": 488.14 / 400.0, "ib": 364.07 / 400.0, "socket": 0.30}
+E_COPY = 1715.44 / 1792.0         # one rank: algbw / memory bandwidth (a device copy)
+#: Ramp: time(S) = latency + S / (peak algbw * S^p / (S^p + K^p)); (latency us, K bytes, p, size calibrated at)
+RAMP = {"nvlink": (15.5, 7.94e6, 0.5, 16 * GIB), "efa": (66.0, 6.31e7, 0.7, 16 * GIB),
+        "ib": (25.0, 2.0e7, 0.75, 2 * GIB), "socket": (120.0, 6.0e7, 0.7, 16 * GIB)}
+
+#: Collective -> (bus bandwidth factor of n ranks, has a reduction op, has a root)
+COLLECTIVES = {
+    "all_reduce": (lambda n: 2 * (n - 1) / n, True, False),
+    "all_gather": (lambda n: (n - 1) / n, False, False),
+    "reduce_scatter": (lambda n: (n - 1) / n, True, False),
+    "alltoall": (lambda n: (n - 1) / n, False, False),
+    "broadcast": (lambda n: 1.0, False, True),
+    "reduce": (lambda n: 1.0, True, True),
+    "sendrecv": (lambda n: 1.0, True, False),
+}
+NCCL_TYPES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
+              "double": 8, "bfloat16": 2}
+_TYPE_ALIASES = {"char": "int8", "int": "int32", "float16": "half", "float32": "float", "float64": "double",
+                 "bf16": "bfloat16"}
+NCCL_OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+
+
+def _gpu_info(model: str) -> tuple[str, int, float, bool, float, int]:
+    import re
+
+    return next((g for g in GPUS if re.search(g[0], model)), _GPU_DEFAULT)
+
+
+def _parse_size(value: str) -> int | None:
+    """nccl-tests' parsesize: a number with an optional K/M/G (1024-based) suffix."""
+    v = value.strip()
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    mult = 1
+    if v and v[-1].lower() in units:
+        mult, v = units[v[-1].lower()], v[:-1]
+    try:
+        number = float(v)
+    except ValueError:
+        return None
+    return int(number * mult) if number >= 0 else None
+
+
+def _strtol(value: str) -> int:
+    """C ``strtol(value, NULL, 0)``: the leading number (0x hex, 0 octal, decimal); 0 when there is none."""
+    import re
+
+    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", value)
+    if not m:
+        return 0
+    digits = m.group(2)
+    base = 16 if digits[:2].lower() == "0x" else 8 if len(digits) > 1 and digits[0] == "0" else 10
+    number = int(digits, base)
+    return -number if m.group(1) == "-" else number
+
+
+_NT_SHORT = "t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:hG:C:a:R:F:"
+_NT_LONG = {"nthreads": "t", "ngpus": "g", "minbytes": "b", "maxbytes": "e", "stepbytes": "i", "stepfactor": "f",
+            "iters": "n", "agg_iters": "m", "warmup_iters": "w", "parallel_init": "p", "check": "c", "op": "o",
+            "datatype": "d", "root": "r", "blocking": "z", "stream_null": "y", "timeout": "T", "cudagraph": "G",
+            "report_cputime": "C", "average": "a", "local_register": "R", "output_file": "F", "help": "h"}
+
+
+def _nccl_options(args: list[str]) -> tuple[dict[str, str], str | None]:
+    """getopt_long over nccl-tests' options: ({letter: value}, the first bad option or None)."""
+    import getopt
+
+    longs = [f"{k}=" if v != "h" else k for k, v in _NT_LONG.items()]
+    try:
+        opts, _rest = getopt.gnu_getopt(args, _NT_SHORT, longs)
+    except getopt.GetoptError as exc:
+        return {}, exc.opt or "?"
+    out: dict[str, str] = {}
+    for flag, value in opts:
+        out[_NT_LONG[flag[2:]] if flag.startswith("--") else flag[1:]] = value
+    return out, None
+
+
+_NT_USAGE = ("USAGE: {prog} \n\t[-t,--nthreads <num threads>] \n\t[-g,--ngpus <gpus per thread>] \n\t"
+             "[-b,--minbytes <min size in bytes>] \n\t[-e,--maxbytes <max size in bytes>] \n\t"
+             "[-i,--stepbytes <increment size>] \n\t[-f,--stepfactor <increment factor>] \n\t"
+             "[-n,--iters <iteration count>] \n\t[-m,--agg_iters <aggregated iteration count>] \n\t"
+             "[-w,--warmup_iters <warmup iteration count>] \n\t[-p,--parallel_init <0/1>] \n\t"
+             "[-c,--check <check iteration count>] \n\t[-o,--op <sum/prod/min/max/avg/mulsum/all>] \n\t"
+             "[-d,--datatype <nccltype/all>] \n\t[-r,--root <root>] \n\t[-z,--blocking <0/1>] \n\t"
+             "[-y,--stream_null <0/1>] \n\t[-T,--timeout <time in seconds>] \n\t"
+             "[-G,--cudagraph <num graph launches>] \n\t"
+             "[-C,--report_cputime <0/1>] \n\t[-a,--average <0/1/2/3> report average iteration time "
+             "<0=RANK0/1=AVG/2=MIN/3=MAX>] \n\t[-R,--local_register <1/0> enable local buffer registration on "
+             "send/recv buffers (default: disable)] \n\t[-h,--help]\n")
+
+
+def _world() -> dict:
+    """This process's MPI job as the ``mpirun`` shim set it up (OMPI_COMM_WORLD_SIZE, MF_MPI_NODES), or alone."""
+    import socket
+
+    size = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or 1)
+    nodes = []
+    for item in (os.environ.get("MF_MPI_NODES") or "").split(","):
+        host, _, ranks = item.rpartition(":")
+        if host and ranks.isdigit():
+            nodes.append((host, int(ranks)))
+    return {"size": size, "nodes": nodes or [(socket.gethostname(), size)]}
+
+
+def ib_ports(text: str) -> list[tuple[str, str, str, float]]:
+    """(CA, state, link layer, rate Gb/s) of every port in ``ibstat`` output."""
+    import re
+
+    ports: list[tuple[str, str, str, float]] = []
+    ca, fields = "", {}
+    for line in [*text.splitlines(), "CA 'end'"]:
+        s = line.strip()
+        if (s.startswith("CA '") or re.match(r"Port \d+:", s)) and fields.get("State"):
+            try:
+                rate = float(fields.get("Rate", "0"))
+            except ValueError:
+                rate = 0.0
+            ports.append((ca, fields["State"], fields.get("Link layer", ""), rate))
+            fields = {}
+        if s.startswith("CA '"):
+            ca = s[4:].rstrip("'")
+        elif ":" in s:
+            key, _, value = s.partition(":")
+            fields[key.strip()] = value.strip()
+    return ports
+
+
+def nccl_net(cfg: dict, st: dict, env: dict, ofi_plugin: bool,
+             ports: list[tuple[str, str, str, float]] | None = None) -> dict:
+    """The network NCCL would use on this host: {"name" (as "Using network" says), "kind" (efa/ib/socket), ...}.
+
+    EFA needs the aws-ofi-nccl plugin (the EFA installer's); without it NCCL falls back to sockets, as
+    it does for ``NCCL_NET=Socket``, ``NCCL_IB_DISABLE=1``, an ``NCCL_IB_HCA`` that matches no device,
+    or the config knob ``nccl.net: socket`` (a node whose RDMA path is broken). On InfiniBand/RoCE the
+    devices are the host's own (``ports``, from its ibstat): the Active ports of the fabric's link
+    layer at the fastest rate, as NCCL picks them; the config's ``fabric`` when there is no ibstat.
+    """
+    fab = cfg.get("fabric") or {}
+    kind = fab.get("kind") or "none"
+    forced = str((cfg.get("nccl") or {}).get("net") or "").lower()
+    want = (env.get("NCCL_NET") or "").strip().lower()
+    nics = int(fab.get("nics") or 0)
+    gbps = float(fab.get("nic_gbps") or 0)
+    sockets = {"name": "Socket", "kind": "socket", "nics": 1, "gbs": float(fab.get("frontend_gbps") or 100) / 8,
+               "plugin": ofi_plugin and kind == "efa"}
+    if forced == "socket" or want == "socket":
+        return sockets
+    if kind == "efa":
+        if not ofi_plugin or want == "ib":
+            return sockets
+        provider = (env.get("FI_PROVIDER") or "efa").split(",")[0].strip() or "efa"
+        if provider != "efa" or nics == 0:
+            return {**sockets, "name": "AWS Libfabric", "provider": provider if provider != "efa" else "tcp",
+                    "plugin": True}
+        return {"name": "AWS Libfabric", "kind": "efa", "nics": nics, "provider": "efa", "gbs": nics * gbps / 8,
+                "plugin": True}
+    if kind in ("infiniband", "roce", "erdma"):
+        prefix = "erdma" if kind == "erdma" else "mlx5"
+        devices = list(fab.get("devices") or [f"{prefix}_{i}" for i in range(nics)])
+        layer = "InfiniBand" if kind == "infiniband" else "Ethernet"
+        usable = [(ca, rate) for ca, state, lay, rate in ports or [] if state == "Active" and lay == layer]
+        if ports is not None and kind != "erdma":
+            top = max((rate for _ca, rate in usable), default=0.0)
+            devices = [ca for ca, rate in usable if rate == top]
+            gbps = top or gbps
+        hca = (env.get("NCCL_IB_HCA") or "").strip()
+        if hca:
+            exclude = hca.startswith("^")
+            spec = hca.lstrip("^")
+            exact = spec.startswith("=")
+            names = [h.split(":")[0] for h in spec.lstrip("=").split(",") if h]
+            hit = [d for d in devices if (d in names if exact else any(d.startswith(n) for n in names))]
+            devices = [d for d in devices if d not in hit] if exclude else hit
+        if kind == "erdma" and "erdma" not in st.get("modules", []):
+            devices = []
+        if env.get("NCCL_IB_DISABLE") == "1" or not devices:
+            return sockets
+        return {"name": "IB", "kind": "ib", "nics": len(devices), "devices": devices, "plugin": False,
+                "layer": "IB" if kind == "infiniband" else "RoCE", "gbs": len(devices) * gbps / 8}
+    return sockets
+
+
+def _ramp(size: float, k: float, p: float) -> float:
+    return size ** p / (size ** p + k ** p) if size > 0 else 0.0
+
+
+def _crc(*key: object) -> int:
+    import zlib
+
+    return zlib.crc32(repr(key).encode())
+
+
+def _jitter(*key: object) -> float:
+    """A deterministic +-0.6% wobble per (host, size, placement, ...), as repeated real runs differ."""
+    return 1.0 + (_crc(*key) % 1201 - 600) / 100000.0
+
+
+def nccl_model(cfg: dict, net: dict, nodes: int, ranks: int, local_ranks: int, env: dict) -> dict:
+    """Bandwidth and ramp of one run: {"busbw" (asymptotic peak), "lat" (us), "k", "p", "nvls", "regime"}."""
+    gpu = cfg.get("gpu") or {}
+    _pattern, links, link_gbs, nvls_hw, mem_gbs, _mem = _gpu_info(str(gpu.get("model") or ""))
+    scale = float((cfg.get("nccl") or {}).get("busbw_scale") or 1.0)
+    if ranks == 1:  # a device-to-device copy (out-of-place) or nothing at all (in-place)
+        return {"algbw": mem_gbs * E_COPY * scale, "busbw": 0.0, "lat": 4.0, "k": 1.0, "p": 1.0, "nvls": False,
+                "regime": "copy"}
+    nvls = nvls_hw and links > 0 and local_ranks > 1 and env.get("NCCL_NVLS_ENABLE", "1") != "0"
+    intra = links * link_gbs * (E_NVLS if nvls else E_RING) if links else PCIE_GBS * E_PCIE
+    factor = COLLECTIVES["all_reduce"][0]
+    if nodes <= 1:
+        lat, k, p, cal = RAMP["nvlink"]
+        busbw = intra
+    else:
+        regime = net["kind"] if net["kind"] in E_NET else "socket"
+        lat, k, p, cal = RAMP[regime]
+        wire = net["gbs"] * E_NET[regime] / factor(ranks)
+        # Both stages move the same bytes: the slower one (in algorithm bandwidth) sets the pace.
+        alg = min(intra / factor(local_ranks), wire) if local_ranks > 1 else wire
+        busbw = alg * factor(ranks)
+    return {"busbw": busbw / _ramp(cal, k, p) * scale, "lat": lat, "k": k, "p": p, "nvls": nvls,
+            "regime": "nvlink" if nodes <= 1 else "net"}
+
+
+def _time_str(us: float) -> str:
+    if us >= 100000:
+        return f"{us:7.0f}"
+    if us >= 10000:
+        return f"{us:7.1f}"
+    return f"{us:7.2f}"
+
+
+_TABLE_HEAD = (
+    "#                                                              out-of-place                       "
+    "in-place          ",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  "
+    "#wrong ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)  "
+    "       ",
+)
+
+
+def _bus(dev: int) -> int:
+    return 0x18 + 0x10 * dev
+
+
+def _nccl_debug(env: dict, net: dict, hosts: list[str], places: list[tuple], model: dict) -> list[str]:
+    """The NCCL_DEBUG lines every rank prints while setting up (what the transports were)."""
+    level = (env.get("NCCL_DEBUG") or "").upper()
+    if level == "VERSION":
+        return [f"NCCL version {NCCL_VERSION}+cuda12.2"]
+    if level not in ("INFO", "TRACE"):
+        return []
+    lines: list[str] = []
+    ranks, nodes = len(places), len(hosts)
+    comm_id = f"0x{_crc(tuple(hosts)):08x}{_crc(ranks):08x}"
+    local_n = {h: sum(1 for p in places if p[1] == h) for h in hosts}
+    ofi = net["name"] == "AWS Libfabric"
+    for rank, host, pid, dev, lrank in places:
+        tid = pid + 40
+        comm = f"0x55{_crc(pid, dev):010x}"
+
+        def info(msg: str, t: int = tid, host: str = host, pid: int = pid, dev: int = dev) -> None:
+            lines.append(f"{host}:{pid}:{t} [{dev}] NCCL INFO {msg}")
+
+        info(f"Bootstrap : Using ens5:10.1.0.{10 + hosts.index(host)}<0>", pid)
+        info("cudaDriverVersion 12020", pid)
+        info(f"NCCL version {NCCL_VERSION}+cuda12.2", pid)
+        if net.get("plugin"):
+            info("NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol.")
+            info(f"NET/OFI Initializing aws-ofi-nccl {OFI_NCCL_VERSION}")
+            info("NET/OFI Using Libfabric version 1.21")
+        if ofi:
+            info("NET/OFI Using CUDA driver version 12020")
+            info("NET/OFI Configuring AWS-specific options")
+            info(f"NET/OFI Using transport protocol {'RDMA' if net['provider'] == 'efa' else 'SENDRECV'}")
+            info(f"NET/OFI Selected Provider is {net['provider']} (found {net['nics']} nics)")
+        elif net.get("plugin"):
+            info("NET/OFI Unable to find a protocol that worked.  Failing initialization.")
+            info("NET/Plugin: Plugin load returned 2 : no network devices; using internal network plugin.")
+        else:
+            info("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
+        if net["kind"] == "ib":
+            devs = " ".join(f"[{i}]{d}:1/{net['layer']}" for i, d in enumerate(net["devices"]))
+            info(f"NET/IB : Using {devs} ; OOB eth0:10.1.0.{10 + hosts.index(host)}<0>")
+        elif not ofi:
+            info("NET/IB : No device found.")
+            info(f"NET/Socket : Using [0]ens5:10.1.0.{10 + hosts.index(host)}<0>")
+        info(f"Using network {net['name']}")
+        busid = f"{_bus(dev):x}000"
+        info(f"ncclCommInitRank comm {comm} rank {rank} nranks {ranks} cudaDev {dev} nvmlDev {dev} busId {busid} "
+             f"commId {comm_id} - Init START")
+        if model.get("nvls"):
+            info(f"NVLS multicast support is available on dev {dev}")
+        info(f"comm {comm} rank {rank} nRanks {ranks} nNodes {nodes} localRanks {local_n[host]} localRank {lrank} "
+             "MNNVL 0")
+        peers = [p for p in places if p[1] == host]
+        if len(peers) > 1:
+            nxt = peers[(lrank + 1) % len(peers)]
+            for ch in range(2):
+                info(f"Channel {ch:02d}/0 : {rank}[{dev}] -> {nxt[0]}[{nxt[3]}] via P2P/CUMEM/read", tid + 1)
+        remote = next((p for p in places if p[1] != host and p[4] == lrank), None)
+        if remote is not None:
+            nic = dev % max(int(net.get("nics") or 1), 1)
+            via = {"efa": f"NET/AWS Libfabric/{nic}/GDRDMA", "ib": f"NET/IB/{nic}/GDRDMA"}.get(net["kind"]) or \
+                ("NET/AWS Libfabric/0" if ofi else "NET/Socket/0")
+            for ch in range(2):
+                info(f"Channel {ch:02d}/0 : {remote[0]}[{remote[3]}] -> {rank}[{dev}] [receive] via {via}", tid + 2)
+                info(f"Channel {ch:02d}/0 : {rank}[{dev}] -> {remote[0]}[{remote[3]}] [send] via {via}", tid + 2)
+        info("Connected all rings", tid + 1)
+        if nodes > 1:
+            info("Connected all trees", tid + 1)
+        if model.get("nvls"):
+            info(f"NVLS comm {comm} headRank {lrank} nHeads {local_n[host]} buffSize 4194304 "
+                 "nvlsPerRankSize 134217728 nvlsTotalSize 1073741824", tid + 1)
+            if nodes > 1:
+                info("Connected NVLS tree", tid + 1)
+        info(f"ncclCommInitRank comm {comm} rank {rank} nranks {ranks} cudaDev {dev} nvmlDev {dev} busId {busid} "
+             f"commId {comm_id} - Init COMPLETE")
+    return lines
+
+
+def nccl_test_output(test: str, args: list[str], cfg: dict, st: dict, env: dict, world: dict, *,
+                     ofi_plugin: bool = False, ports: list[tuple[str, str, str, float]] | None = None,
+                     mpi: bool = True, pid: int = 4242, version: str = NCCL_TESTS_VERSION) -> tuple[str, str, int]:
+    """(stdout, stderr, exit status) of ``<test> args`` on a host with config ``cfg`` and state ``st``.
+
+    ``world``: the MPI job, {"size": processes, "nodes": [(host, processes on it), ...]} (one process
+    on this host when not under mpirun); ``ofi_plugin``: aws-ofi-nccl is installed; ``ports``: the
+    host's ibstat ports (:func:`ib_ports`); ``mpi``: whether nccl-tests was built with MPI. No I/O.
+    """
+    coll = test.removesuffix("_perf")
+    if coll not in COLLECTIVES:
+        return "", f"{test}: not an nccl-tests binary this simulation knows\n", 127
+    opts, bad = _nccl_options(args)
+    if bad is not None or "h" in opts:
+        head = f"invalid option '{bad.lstrip('-')[:1]}'\n" if bad is not None else ""
+        return head + _NT_USAGE.format(prog=test), "", 0
+    sizes = {}
+    for key, what, default in (("b", "minbytes", 32 << 20), ("e", "maxbytes", 32 << 20)):
+        value = _parse_size(opts[key]) if key in opts else default
+        if value is None:
+            return "", f"invalid size specified for '{what}'\n", 255
+        sizes[key] = value
+    min_b, max_b = sizes["b"], sizes["e"]
+    if min_b > max_b:
+        return "", f"invalid sizes for 'minbytes' and 'maxbytes': {min_b} > {max_b}\n", 255
+    out: list[str] = []
+    dtype = _TYPE_ALIASES.get(opts.get("d", "float"), opts.get("d", "float"))
+    if dtype != "all" and dtype not in NCCL_TYPES:
+        out.append(f"invalid type {dtype}, defaulting to float .. ")
+        dtype = "float"
+    op = opts.get("o", "sum")
+    if op != "all" and op not in NCCL_OPS:
+        out.append(f"invalid op {op}, defaulting to sum .. ")
+        op = "sum"
+    types = list(NCCL_TYPES) if dtype == "all" else [dtype]
+    ops = list(NCCL_OPS) if op == "all" else [op]
+    nthreads, ngpus = max(_strtol(opts.get("t", "1")), 1), max(_strtol(opts.get("g", "1")), 1)
+    step_bytes, factor = _strtol(opts.get("i", str(1 << 20))), _strtol(opts.get("f", "1"))
+    iters, warmup, agg = _strtol(opts.get("n", "20")), _strtol(opts.get("w", "5")), _strtol(opts.get("m", "1"))
+    check, graph, root = _strtol(opts.get("c", "1")), _strtol(opts.get("G", "0")), _strtol(opts.get("r", "0"))
+    hosts = [h for h, _ in world["nodes"]]
+    if not mpi and world["size"] > 1:
+        # Built without MPI but started under mpirun: every process is a 1-rank job of its own, and
+        # their outputs interleave in the launcher's log.
+        texts, code = [], 0
+        for n, (host, procs) in enumerate(world["nodes"]):
+            for p in range(procs):
+                text, _e, rc = nccl_test_output(test, args, cfg, st, env, {"size": 1, "nodes": [(host, 1)]},
+                                                ofi_plugin=ofi_plugin, ports=ports, pid=pid + 100 * n + p,
+                                                version=version)
+                texts.append(text.splitlines())
+                code = code or rc
+        merged = [line for chunk in zip(*texts, strict=False) for line in chunk]
+        return "\n".join(merged) + "\n", "", code
+    out += [f"# nccl-tests version {version} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}",
+            f"# Collective test starting: {test}",
+            f"# nThread {nthreads} nGpus {ngpus} minBytes {min_b} maxBytes {max_b} step: "
+            f"{factor if factor > 1 else step_bytes}({'factor' if factor > 1 else 'bytes'}) warmup iters: {warmup} "
+            f"iters: {iters} agg iters: {agg} validation: {check} graph: {graph}"]
+    if _strtol(opts.get("z", "0")):
+        out.append("# Blocking Enabled: wait for completion and barrier after each collective ")
+    out += ["#", "# Using devices"]
+    # rank -> (rank, host, pid, CUDA device, local rank), laid out as nccl-tests does: each process
+    # takes nThreads x nGpus consecutive devices from its local rank on.
+    places: list[tuple] = []
+    for n, (host, procs) in enumerate(world["nodes"]):
+        for lp in range(procs):
+            for i in range(nthreads * ngpus):
+                local = lp * nthreads * ngpus + i
+                places.append((len(places), host, pid + 100 * n + lp, local, local))
+    gpu = cfg.get("gpu") or {}
+    have = int(gpu.get("count", 0) or 0) if gpu.get("vendor", "nvidia") == "nvidia" else 0
+    model_name = str(gpu.get("model") or "NVIDIA GPU")
+    first = places[0]
+    if not _driver_version(st) or "nvidia" not in st.get("modules", []) or have == 0:
+        why = ("CUDA driver version is insufficient for CUDA runtime version" if not _driver_version(st) or
+               "nvidia" not in st.get("modules", []) else "no CUDA-capable device is detected")
+        out += [f"{first[1]}: Test CUDA failure common.cu:892 '{why}'",
+                f" .. {first[1]} pid {first[2]}: Test failure common.cu:1001"]
+        return "\n".join(out) + "\n", "", 2
+    for _r, host, p, dev, _lr in places:
+        if dev >= have:  # the device lines are gathered first and never printed
+            out += [f"{host}: Test CUDA failure common.cu:892 'invalid device ordinal'",
+                    f" .. {host} pid {p}: Test failure common.cu:1001"]
+            return "\n".join(out) + "\n", "", 2
+    out += [f"#  Rank {r:2d} Group  0 Pid {p:6d} on {host:>10s} device {dev:2d} [0000:{_bus(dev):02x}:00] {model_name}"
+            for r, host, p, dev, _lr in places]
+    mem_max = (int(gpu.get("memory_gib") or _gpu_info(model_name)[5]) * GIB - GIB) // (3 if check else 2)
+    if max_b > mem_max:
+        max_b = mem_max
+        out += ["#", f"# Reducing maxBytes to {max_b} due to memory limitation"]
+    net = nccl_net(cfg, st, env, ofi_plugin, ports)
+    local_ranks = sum(1 for p in places if p[1] == first[1])
+    model = nccl_model(cfg, net, len(hosts), len(places), local_ranks, env)
+    out += _nccl_debug(env, net, hosts, places, model)
+    out += _TABLE_HEAD
+    busf, has_op, has_root = COLLECTIVES[coll]
+    ranks = len(places)
+    spread = coll in ("all_gather", "reduce_scatter", "alltoall")
+    bus_sum, bus_n = 0.0, 0
+    for t in types:
+        ws = NCCL_TYPES[t]
+        for o in ops if has_op else ["none"]:
+            size, rows = min_b, 0
+            while size <= max_b and rows < 100000:
+                count = size // (ws * ranks) if spread else size // ws
+                shown = count * ws * (ranks if spread else 1)
+                row = f"{shown:12d}  {count:12d}  {t:>8s}  {o:>6s}  {root if has_root else -1:6d}"
+                for in_place in (0, 1):
+                    if model["regime"] == "copy":
+                        us = 0.78 if in_place else model["lat"] + shown / (model["algbw"] * 1e3)
+                    else:
+                        peak = model["busbw"] / busf(ranks) if busf(ranks) else model["busbw"]
+                        us = model["lat"] + shown / (peak * 1e3 * max(_ramp(shown, model["k"], model["p"]), 1e-12))
+                        us *= _jitter(first[1], shown, in_place, t, o)
+                    algbw = shown / us / 1e3
+                    busbw = algbw * busf(ranks)
+                    bus_sum, bus_n = bus_sum + busbw, bus_n + 1
+                    row += f"  {_time_str(us)}  {algbw:6.2f}  {busbw:6.2f}  {'0' if check else 'N/A':>6s}"
+                out.append(row)
+                rows += 1
+                nxt = size * factor if factor > 1 else size + step_bytes
+                if nxt <= size:
+                    break
+                size = nxt
+    avg = bus_sum / bus_n if bus_n else 0.0
+    floor = env.get("NCCL_TESTS_MIN_BW")
+    verdict = "" if floor is None else ("FAILED" if avg < float(floor) * 0.9 else "OK")
+    out += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} {verdict}", "#",
+            f"# Collective test concluded: {test}", "#", ""]
+    return "\n".join(out) + "\n", "", 1 if verdict == "FAILED" else 0
+
+
+def cmd_nccl_test(args: list[str], test: str = "all_reduce_perf") -> int:
     cfg = load_config()
-    delay(cfg, tool)
-    msg = fault(cfg, tool)
+    delay(cfg, test)
+    msg = fault(cfg, test)
     if msg:
         err(msg)
         return 1
-    text = (fixture(key, cfg) if key != "nccl-tests" else None) or fixture("nccl-tests", cfg) or ""
-    scale = cfg.get("nccl", {}).get("busbw_scale")
-    out(_scale_busbw(text, float(scale)) if scale is not None else text)
-    return 0
+    plugin = os.path.exists(_f("opt", "amazon", "ofi-nccl", "lib", "libnccl-net.so"))
+    ibstat = fixture("ibstat", cfg)
+    stdout, stderr, rc = nccl_test_output(
+        test, args, cfg, read_state(), dict(os.environ), _world(), ofi_plugin=plugin,
+        ports=ib_ports(ibstat) if ibstat is not None else None,
+        mpi=os.environ.get("MF_NCCL_MPI", "1") != "0", pid=os.getpid(),
+        version=os.environ.get("MF_NCCL_TESTS_VERSION", NCCL_TESTS_VERSION).lstrip("v"))
+    if stdout:
+        out(stdout)
+    if stderr:
+        err(stderr)
+    return rc
+
+
+def cmd_mf_nccl_test(args: list[str]) -> int:
+    """``mf-nccl-test <test> args...``: what the binaries the ``make`` shim builds exec."""
+    return cmd_nccl_test(args[1:], args[0]) if args else 127
+
+
+#: Open MPI mpirun options that take one value (its other options are flags, or take two: --mca).
+_MPIRUN_VALUE = {"-np", "-n", "--np", "-c", "-N", "--npernode", "-npernode", "--map-by", "-map-by", "--bind-to",
+                 "-bind-to", "--rank-by", "-rank-by", "-H", "--host", "-host", "--hostfile", "-hostfile",
+                 "--machinefile", "-machinefile", "--default-hostfile", "-x", "--prefix", "-wdir", "--wdir",
+                 "--output-filename", "-output-filename", "--launch-agent", "--tune", "-am", "--app"}
+_MPIRUN_TWO = {"--mca", "-mca", "--gmca", "-gmca"}
+
+
+def _read_text(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def _not_enough(np_: int, app: str) -> str:
+    return ("--------------------------------------------------------------------------\n"
+            f"There are not enough slots available in the system to satisfy the {np_}\n"
+            f"slots that were requested by the application:\n\n  {app}\n\n"
+            "Either request fewer slots for your application, or make more slots\navailable for use.\n"
+            "--------------------------------------------------------------------------")
+
+
+def mpirun_plan(args: list[str], env: dict, read_file: object = None, local_slots: int = 1) -> tuple[dict | None, str]:
+    """Open MPI's reading of ``mpirun args``: ({"nodes": [(host, procs)], "np", "env", "argv", "flags"}, "")
+    or (None, the error it prints). ``read_file(path)`` reads a hostfile (default: open)."""
+    opts: dict[str, list[str]] = {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _MPIRUN_TWO:
+            opts.setdefault("mca", []).append(" ".join(args[i + 1:i + 3]))
+            i += 3
+        elif a.startswith("--") and "=" in a:
+            key, _, value = a.partition("=")
+            opts.setdefault(key.lstrip("-"), []).append(value)
+            i += 1
+        elif a in _MPIRUN_VALUE:
+            if i + 1 >= len(args):
+                return None, f"mpirun: Error: option \"{a}\" did not have enough parameters (1)"
+            opts.setdefault(a.lstrip("-"), []).append(args[i + 1])
+            i += 2
+        elif a.startswith("-"):
+            opts.setdefault(a.lstrip("-"), []).append("")
+            i += 1
+        else:
+            break
+    argv = args[i:]
+    if not argv:
+        return None, "No executable was specified on the mpirun command line.\n\nAborting."
+    slots: list[tuple[str, int]] = []
+    for key in ("hostfile", "machinefile", "default-hostfile"):
+        for path in opts.get(key, []):
+            try:
+                text = read_file(path) if callable(read_file) else _read_text(path)
+            except OSError:
+                return None, (f"Open RTE was unable to open the hostfile:\n    {path}\nCheck to make sure the path "
+                              "and filename are correct.")
+            for line in str(text).splitlines():
+                words = line.split("#", 1)[0].split()
+                if words:
+                    n = next((int(w.split("=", 1)[1]) for w in words[1:] if w.startswith("slots=")), 1)
+                    slots.append((words[0], n))
+    for spec in opts.get("H", []) + opts.get("host", []):
+        for item in spec.split(","):
+            host, _, n = item.partition(":")
+            slots.append((host, int(n) if n.isdigit() else 1))
+    if not slots:
+        import socket
+
+        slots = [(socket.gethostname(), local_slots)]
+    per_node = next((int(v) for k in ("N", "npernode") for v in opts.get(k, []) if v.isdigit()), None)
+    np_ = next((int(v) for k in ("np", "n", "c") for v in opts.get(k, []) if v.isdigit()), None)
+    over = "oversubscribe" in opts
+    nodes: list[tuple[str, int]] = []
+    if per_node is not None:
+        np_ = np_ or per_node * len(slots)
+        left = np_
+        for host, n in slots:
+            take = min(per_node, left)
+            if take > n and not over:
+                return None, _not_enough(np_, argv[0])
+            if take:
+                nodes.append((host, take))
+            left -= take
+        if left > 0:
+            return None, (f"Your job has requested more processes than the ppr for\nthis topology can support:\n\n"
+                          f"  App: {argv[0]}\n  Number of procs:  {np_}\n  PPR: {per_node}:node\n")
+    else:
+        total = sum(n for _h, n in slots)
+        np_ = np_ or total
+        if np_ > total and not over:
+            return None, _not_enough(np_, argv[0])
+        left = np_
+        for host, n in slots:
+            take = min(n, left) if not over or host != slots[-1][0] else left
+            if take:
+                nodes.append((host, take))
+            left -= take
+    child: dict[str, str] = {}
+    for item in opts.get("x", []):
+        name, eq, value = item.partition("=")
+        if eq:
+            child[name] = value
+        elif name in env:
+            child[name] = env[name]
+    return {"nodes": nodes, "np": np_, "env": child, "argv": argv, "flags": set(opts)}, ""
 
 
 def cmd_mpirun(args: list[str]) -> int:
-    return cmd_nccl_test(args, "nccl-tests-multinode", "mpirun")
+    """Open MPI's mpirun: the job laid out over the hostfile, its program started once, here, as rank 0.
 
+    The program sees OMPI_COMM_WORLD_* as Open MPI sets them plus MF_MPI_NODES (host:processes of
+    every node), so an MPI-built nccl-tests prints the whole job's output. Every node of the job is
+    taken to be this node's simulated hardware.
+    """
+    import shutil
+    import subprocess
 
-def _scale_busbw(text: str, scale: float) -> str:
-    """Multiply algbw and busbw of every nccl-tests data row (and the average) by ``scale``."""
-    import re
-
-    tag = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
-    row = re.compile(r"^\s*\d+\s+\d+\s+[a-z0-9_]+\s+[a-z]+\s+-?\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
-    num = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.])")
-
-    def scaled(token: str) -> str:
-        return f"{float(token) * scale:.2f}".rjust(len(token))
-
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        bare = tag.sub("", line)
-        if "Avg bus bandwidth" in bare:
-            lines[i] = re.sub(r"(Avg bus bandwidth\s*:\s*)([\d.]+)", lambda m: m.group(1) + scaled(m.group(2)), line)
-            continue
-        if not row.match(bare):
-            continue
-        inside = [m.span() for m in tag.finditer(line)]
-        nums = [m for m in num.finditer(line) if not any(a <= m.start() < b for a, b in inside)]
-        rest = nums[2:]  # after size and count; a root >= 0 is one more number before the timings
-        if len(rest) == 9:
-            rest = rest[1:]
-        if len(rest) != 8:
-            continue
-        for m in sorted((rest[1], rest[2], rest[5], rest[6]), key=lambda m: -m.start()):
-            line = line[:m.start()] + scaled(m.group()) + line[m.end():]
-        lines[i] = line
-    return "\n".join(lines)
+    cfg = load_config()
+    delay(cfg, "mpirun")
+    msg = fault(cfg, "mpirun")
+    if msg:
+        err(msg)
+        return 1
+    plan, problem = mpirun_plan(args, dict(os.environ), local_slots=int((cfg.get("gpu") or {}).get("count") or 1))
+    if plan is None:
+        err(problem)
+        return 1
+    if os.geteuid() == 0 and "allow-run-as-root" not in plan["flags"] and not (
+            os.environ.get("OMPI_ALLOW_RUN_AS_ROOT") and os.environ.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")):
+        err("mpirun has detected an attempt to run as root.\n\nRunning as root is *strongly* discouraged as any "
+            "mistake (e.g., in\ndefining TMPDIR) or bug can result in catastrophic damage to the OS\nfile system, "
+            "leaving your system in an unusable state.\n\nWe strongly suggest that you run mpirun as a non-root user.")
+        return 1
+    prog = plan["argv"][0]
+    path = prog if "/" in prog else shutil.which(prog)
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        err("--------------------------------------------------------------------------\n"
+            "mpirun was unable to find the specified executable file, and therefore\ndid not launch the job.  This "
+            "error was first reported for process\nrank 0; it may have occurred for other processes as well.\n\n"
+            f"NOTE: A common cause for this error is misspelling a mpirun command\n      line parameter option "
+            f"(remember that mpirun interprets the first\n      unrecognized command line token as the executable).\n\n"
+            f"Node:       {plan['nodes'][0][0]}\nExecutable: {prog}\n"
+            "--------------------------------------------------------------------------")
+        return 1
+    env = {**os.environ, **plan["env"], "OMPI_COMM_WORLD_SIZE": str(plan["np"]), "OMPI_COMM_WORLD_RANK": "0",
+           "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": str(plan["nodes"][0][1]),
+           "MF_MPI_NODES": ",".join(f"{h}:{n}" for h, n in plan["nodes"])}
+    return subprocess.run([path, *plan["argv"][1:]], env=env).returncode
 
 
 # --------------------------------------------------------------------------------------------
@@ -616,9 +1295,18 @@ def cmd_make(args: list[str]) -> int:
     cfg = load_config()
     delay(cfg, "make")
     d = args[args.index("-C") + 1] if "-C" in args else "."
-    for test in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf"):
+    mpi = next((a.split("=", 1)[1] for a in args if a.startswith("MPI=")), "0")
+    version = "unknown"
+    try:
+        with open(os.path.join(d, "Makefile")) as fh:
+            version = fh.readline().split()[-1]
+    except (OSError, IndexError):
+        pass
+    for test in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf",
+                 "broadcast_perf", "reduce_perf"):
         path = os.path.join(d, "build", test)
-        _write(path, f'#!/bin/sh\nexec mf-nccl-test {test} "$@"\n')
+        _write(path, f"#!/bin/sh\nexport MF_NCCL_MPI={1 if mpi == '1' else 0} MF_NCCL_TESTS_VERSION={version}\n"
+                     f'exec mf-nccl-test {test} "$@"\n')
         os.chmod(path, 0o755)
     out("Compiling all_reduce.cu ... done\n")
     return 0
@@ -916,8 +1604,9 @@ HANDLERS = {
     "fi_info": cmd_fi_info,
     "npu-smi": cmd_npu_smi,
     "hccn_tool": cmd_hccn_tool,
-    "mf-nccl-test": cmd_nccl_test,
-    "all_reduce_perf": cmd_nccl_test,
+    "mf-nccl-test": cmd_mf_nccl_test,
+    "all_reduce_perf": lambda a: cmd_nccl_test(a, "all_reduce_perf"),
+    "all_gather_perf": lambda a: cmd_nccl_test(a, "all_gather_perf"),
     "mpirun": cmd_mpirun,
     "curl": cmd_curl,
     "mf-install": cmd_mf_install,
