@@ -125,8 +125,8 @@ def parse_file(kind: str, path: str | Path) -> Any:
     if kind == "auto":
         found = kind_for_path(p, text)
         if found is None:
-            raise ParseError("auto", f"cannot tell what command produced {p}; name the kind "
-                                     f"({', '.join(sorted(PARSERS))})")
+            raise ParseError("auto", f"cannot tell what command produced {p.name}; name the kind "
+                                     f"({', '.join(sorted(PARSERS))})", path=str(p))
         kind = found
     try:
         return to_jsonable(parse(kind, text))

@@ -299,3 +299,17 @@ def test_the_console_script_answers_every_command_like_main(tmp_path: Path) -> N
         assert "Traceback" not in err, f"{argv}: {err}"
         assert (proc.returncode, out, err) == (2, "", expected.err), argv
         assert expected.rc == 2 and cases[argv] in err and len(err.splitlines()) == 1, (argv, err)
+
+
+def test_a_known_hosts_file_that_is_not_text_stops_the_run_before_any_host(tmp_path: Path) -> None:
+    """The inventory is fine; the known_hosts file it names is not text. Both live commands refuse before
+    the first connection (the host, port 9 on loopback, would otherwise fail as unreachable: exit 1)."""
+    known = tmp_path / "known_hosts"
+    known.write_bytes(b"10.0.0.1 ssh-ed25519 AAAAC3Nz\n\xff\xfe garbage\n")
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text(f"known_hosts: {known}\nhosts: [{{name: n0, address: 127.0.0.1, port: 9, provider: aws, "
+                   "offering: p5.48xlarge}]\n")
+    expected = f"error: known_hosts file {known} is not UTF-8 text: byte 0xff at byte offset 30 (invalid start byte)\n"
+    for argv in (["bootstrap", str(inv), "--log-dir", str(tmp_path / "logs")], ["verify", str(inv)]):
+        res = run_main(argv)
+        assert (res.rc, res.err) == (2, expected), argv
