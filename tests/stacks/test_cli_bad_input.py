@@ -313,3 +313,17 @@ def test_a_known_hosts_file_that_is_not_text_stops_the_run_before_any_host(tmp_p
     for argv in (["bootstrap", str(inv), "--log-dir", str(tmp_path / "logs")], ["verify", str(inv)]):
         res = run_main(argv)
         assert (res.rc, res.err) == (2, expected), argv
+
+
+def test_a_quarantine_file_that_is_not_text_stops_verify_before_any_host(tmp_path: Path) -> None:
+    quarantine = tmp_path / "quarantine.yaml"
+    quarantine.write_bytes(b"quarantined:\n  n0: {reason: \x00}\n")
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text("hosts: [{name: n0, address: 127.0.0.1, port: 9, provider: aws, offering: p5.48xlarge}]\n")
+    res = run_main(["verify", str(inv), "--quarantine-file", str(quarantine)])
+    assert (res.rc, res.out) == (2, "")
+    assert res.err == f"error: quarantine file {quarantine} is binary, not text: NUL byte at byte offset 28\n"
+    quarantine.write_text("quarantined:\n  n0: {reason: a}\n  n0: {reason: b}\n")
+    res = run_main(["verify", str(inv), "--quarantine-file", str(quarantine)])
+    assert (res.rc, res.err) == (2, f"error: quarantine file {quarantine}, line 3, column 3: duplicate key 'n0' "
+                                    "(first given at line 2)\n")
