@@ -34,11 +34,11 @@ _MERGE = "tag:yaml.org,2002:merge"
 _STR = "tag:yaml.org,2002:str"
 
 
-class _Refused(yaml.MarkedYAMLError):
+class _Refused(yaml.MarkedYAMLError):  # type: ignore[misc, unused-ignore]  # yaml is Any without types-PyYAML
     """Valid YAML this loader will not load (too deep, an alias bomb, a recursive alias, a key given twice)."""
 
 
-class _LimitedLoader(yaml.SafeLoader):
+class _LimitedLoader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
     """SafeLoader that refuses deep nesting, alias bombs, recursive aliases and duplicate keys."""
 
     def __init__(self, stream: str) -> None:
