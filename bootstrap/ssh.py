@@ -35,7 +35,7 @@ import paramiko
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_random_exponential
 
 from metalfleet.providers.errors import MetalfleetError, TransientError
-from metalfleet.providers.textfile import read_text_file
+from metalfleet.providers.textfile import BadFileError, read_text_file
 
 from .errors import (
     CommandTimeout,
@@ -172,9 +172,12 @@ class KnownHosts:
 
     def _read(self) -> str:
         """The file's text ("" when it does not exist yet); bad bytes are a BadFileError naming it."""
-        if not self.path.exists() and not self.path.is_symlink():
-            return ""
-        text: str = read_text_file(self.path, "known_hosts file", allow_empty=True)
+        try:
+            text: str = read_text_file(self.path, "known_hosts file", allow_empty=True)
+        except BadFileError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return ""
+            raise
         return text
 
     def _recorded(self, names: Sequence[str]) -> list[tuple[str, bytes]]:

@@ -54,17 +54,17 @@ class _LimitedLoader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
             size = self._sizes.get(id(node))
             if size is None:
                 raise _Refused(None, None, f"alias *{event.anchor} refers to a node that contains it "
-                                    "(a recursive structure)", event.start_mark)
+                               "(a recursive structure)", event.start_mark)
             self._alias_nodes += size
             if self._alias_nodes > MAX_ALIAS_NODES:
                 raise _Refused(None, None, f"aliases expand to more than {MAX_ALIAS_NODES} nodes "
-                                    "(an alias bomb?)", event.start_mark)
+                               "(an alias bomb?)", event.start_mark)
             return node
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                raise _Refused(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
-                                    self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _Refused(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
