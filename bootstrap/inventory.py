@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import Fabric, Interconnect, Node, Offering
 from metalfleet.providers.spec import ClusterSpec, load_yaml, parse_spec
+from metalfleet.providers.textfile import shorten
 
 from .ssh import Endpoint, SshOptions
 
@@ -224,7 +225,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
         for err in exc.errors():
             path = ".".join(str(p) for p in err["loc"]) or "(top level)"
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"  {path}: {msg} (got {err.get('input')!r})")
+            lines.append(f"  {path}: {msg} (got {shorten(err.get('input'))})")
         first = exc.errors()[0]
         raise InvalidSpecError(f"invalid inventory {source}:\n" + "\n".join(lines),
                                field=".".join(str(p) for p in first["loc"]), value=first.get("input")) from None
@@ -257,8 +258,9 @@ def load_target(path: str | Path) -> Inventory | ClusterSpec:
         return parse_inventory(doc, str(path))
     if isinstance(doc, dict) and "provider" in doc:
         return parse_spec(doc, str(path))
-    raise InvalidSpecError(f"{path} is neither an inventory (hosts:) nor a cluster spec (provider:, count:)",
-                           field="path", value=str(path))
+    top = "a mapping without hosts: or provider:" if isinstance(doc, dict) else f"a {type(doc).__name__}, not a mapping"
+    raise InvalidSpecError(f"{path} is neither an inventory (hosts:) nor a cluster spec (provider:, count:); "
+                           f"its top level is {top}", field="(top level)", value=str(path))
 
 
 def load_inventory(path: str | Path) -> Inventory:

@@ -35,6 +35,7 @@ import paramiko
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_random_exponential
 
 from metalfleet.providers.errors import MetalfleetError, TransientError
+from metalfleet.providers.textfile import BadFileError, read_text_file
 
 from .errors import (
     CommandTimeout,
@@ -167,12 +168,20 @@ class KnownHosts:
             if parsed:
                 self._pinned[host] = parsed
         self._lock = threading.Lock()
+        self._read()  # a file that is not text fails the run here (BadFileError), not each host later
+
+    def _read(self) -> str:
+        """The file's text ("" when it does not exist yet); bad bytes are a BadFileError naming it."""
+        try:
+            text: str = read_text_file(self.path, "known_hosts file", allow_empty=True)
+        except BadFileError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return ""
+            raise
+        return text
 
     def _recorded(self, names: Sequence[str]) -> list[tuple[str, bytes]]:
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return []
+        text = self._read()
         found = []
         for line in text.splitlines():
             line = line.strip()
@@ -200,10 +209,7 @@ class KnownHosts:
     def _record(self, host_id: str, key_type: str, blob: bytes) -> None:
         """Add the key, dropping any other line for this host and key type (a pinned key replaces it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
-            lines = []
+        lines = self._read().splitlines()
         kept = []
         for line in lines:
             host_field, _, rest = line.strip().partition(" ")

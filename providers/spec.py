@@ -10,11 +10,12 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
+from .textfile import BadFileError, read_text_file, shorten
+from .yamlfile import parse_yaml
 
 __all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "load_spec", "load_yaml", "parse_spec"]
 
@@ -243,7 +244,7 @@ def _format_errors(exc: ValidationError, source: str) -> InvalidSpecError:
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not part of the cluster spec)"
-        shown = repr(value) if not isinstance(value, dict) else "{...}"
+        shown = shorten(value) if not isinstance(value, dict) else "{...}"
         lines.append(f"  {path}: {msg} (got {shown})")
         if first_field is None:
             first_field, first_value = path, value
@@ -261,17 +262,14 @@ def parse_spec(data: Any, source: str = "<data>") -> ClusterSpec:
         raise _format_errors(exc, source) from None
 
 
-def load_yaml(path: str | Path, what: str) -> Any:
-    """Read and parse a YAML file; a missing file or bad YAML is an InvalidSpecError naming the path."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InvalidSpecError(f"cannot read {what} {p}: {exc.strerror}", field="path", value=str(p)) from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidSpecError(f"{what} {p} is not valid YAML: {exc}", field="path", value=str(p)) from exc
+def load_yaml(path: str | Path, what: str, *, allow_empty: bool = False) -> Any:
+    """Read and parse a YAML file. Bad bytes, bad YAML, a missing, empty or oversized file: a
+    BadFileError (an InvalidSpecError) naming the path and the byte offset or line and column."""
+    data = parse_yaml(read_text_file(path, what, allow_empty=allow_empty), str(path), what)
+    if data is None and not allow_empty:
+        raise BadFileError(f"{what} {path} holds no YAML document (only comments, blank lines or null)",
+                           path=str(path))
+    return data
 
 
 def load_spec(path: str | Path) -> ClusterSpec:

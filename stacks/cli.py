@@ -119,9 +119,9 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_stack(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)  # before importing the Pulumi SDK: bad input is answered at once
     from metalfleet.stacks import automation
 
-    spec = load_spec(args.spec)
     options = automation.StackOptions(backend_url=args.backend, stack=args.stack,
                                       driver_config=parse_driver_config(args.driver_config))
     fn = getattr(automation, args.command)

@@ -3,7 +3,7 @@
 
 Needs only python3 and this repository (no pip install): it builds a throw-away ``metalfleet`` import
 shim in a temp dir that links to the repo's ``bootstrap/parsers``, ``bootstrap/acceptance`` and
-``providers/errors.py`` (so no third-party package is imported).
+``providers/errors.py`` and ``providers/textfile.py`` (so no third-party package is imported).
 
 Runs, saving each output under ``--out`` with the names ``metalfleet.bootstrap.acceptance.offline``
 understands:
@@ -50,7 +50,8 @@ def install_shim() -> Path:
     (pkg / "__init__.py").write_text("")
     (pkg / "providers" / "__init__.py").write_text("")  # skip providers/__init__ (pydantic, tenacity ...)
     (pkg / "bootstrap" / "__init__.py").write_text("")
-    (pkg / "providers" / "errors.py").symlink_to(REPO / "providers" / "errors.py")
+    for mod in ("errors.py", "textfile.py"):  # stdlib only: the error tree and the one text-file reader
+        (pkg / "providers" / mod).symlink_to(REPO / "providers" / mod)
     for sub in ("parsers", "acceptance"):
         (pkg / "bootstrap" / sub).symlink_to(REPO / "bootstrap" / sub, target_is_directory=True)
     sys.path.insert(0, str(root))
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from metalfleet.bootstrap.acceptance.offline import collect_facts, kind_for_path, verify_dir
     from metalfleet.bootstrap.acceptance.report import verdict_to_dict
     from metalfleet.bootstrap.parsers import ParseError, parse, to_jsonable
+    from metalfleet.providers.errors import MetalfleetError
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # noqa: UP017
     out: Path = args.out or Path(f"acceptance-{socket.gethostname()}-{stamp}")
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict = verify_dir(out, args.offering, node=socket.gethostname())
             report["verdict"] = verdict_to_dict(verdict)
             rc = rc or (0 if verdict.passed else 1)
-        except ParseError as exc:
+        except MetalfleetError as exc:  # a ParseError, or a saved file that is not text (BadFileError)
             report["verdict_error"] = str(exc)
             rc = 2
     print(json.dumps(report, indent=2, allow_nan=False))

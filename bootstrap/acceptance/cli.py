@@ -91,14 +91,23 @@ def _summary(doc: Any) -> str:
 def cmd_parse(args: argparse.Namespace) -> int:
     try:
         doc = parse_file(args.kind, args.file)
-    except ParseError as exc:
-        print(f"parse error: {exc}", file=sys.stderr)
+    except ParseError as exc:  # names the tool, the line and the file
+        print(f"parse error: {exc.message}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"cannot read {args.file}: {exc}", file=sys.stderr)
+    except InvalidSpecError as exc:  # not readable as text: names the file (and the bad byte's offset)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(doc, indent=2, allow_nan=False) if args.json else _summary(doc))
     return 0
+
+
+def _write(path: str, text: str, what: str) -> None:
+    """Write a report; a folder that does not exist or cannot be written is an error naming the path."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot write {what} {path}: {exc.strerror or exc}", field="path",
+                               value=path) from exc
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -131,19 +140,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     try:
         verdict = verify_dir(args.from_dir, args.offering, _overrides(args) or None, node=args.node)
-    except ParseError as exc:
-        print(f"parse error: {exc}", file=sys.stderr)
+        if args.junit:
+            _write(args.junit, to_junit([verdict]), "JUnit report")
+        if args.markdown:
+            _write(args.markdown, to_markdown([verdict]), "Markdown report")
+    except ParseError as exc:  # names the tool, the line and the file
+        print(f"parse error: {exc.message}", file=sys.stderr)
         return 2
     except InvalidSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (NotADirectoryError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except OSError as exc:  # walking the folder (a sub-folder that cannot be listed)
+        print(f"error: cannot read saved outputs under {args.from_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    if args.junit:
-        Path(args.junit).write_text(to_junit([verdict]), encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).write_text(to_markdown([verdict]), encoding="utf-8")
     if args.json:
         print(to_json([verdict]))
     else:
@@ -201,10 +210,12 @@ def _verify_live(args: argparse.Namespace) -> int:
 
     from .live import format_table, run_acceptance
     from .probes import AcceptanceOptions
-    from .quarantine import ACCEPTANCE_TAG, REASON_TAG, tag_node, write_quarantine
+    from .quarantine import ACCEPTANCE_TAG, REASON_TAG, load_quarantine, tag_node, write_quarantine
 
     try:
         inventory, overrides, cloud = _load_target(args.target, args, _overrides(args))
+        if args.quarantine_file:
+            load_quarantine(args.quarantine_file)  # a file that cannot be updated fails before the run
         options = AcceptanceOptions(nccl=not args.no_nccl, multi_node=not args.no_multi_node,
                                     dcgm_level=args.dcgm)
         from ..runner import select_hosts
@@ -233,13 +244,20 @@ def _verify_live(args: argparse.Namespace) -> int:
                         print(f"note: driver {driver.name} cannot tag nodes; {node.id} not tagged", file=sys.stderr)
                 except MetalfleetError as exc:
                     print(f"error: tagging {node.id} failed: {exc}", file=sys.stderr)
-    if args.quarantine_file:
-        write_quarantine(report, args.quarantine_file)
-    if args.junit:
-        Path(args.junit).write_text(report.to_junit(), encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).write_text(report.to_markdown(), encoding="utf-8")
     print(report.to_json() if args.json else format_table(report))
+    try:
+        if args.quarantine_file:
+            write_quarantine(report, args.quarantine_file)
+        if args.junit:
+            _write(args.junit, report.to_junit(), "JUnit report")
+        if args.markdown:
+            _write(args.markdown, report.to_markdown(), "Markdown report")
+    except InvalidSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot write quarantine file {args.quarantine_file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0 if report.passed else 1
 
 

@@ -33,7 +33,10 @@ file name contains / ends with                  kind
 ==============================================  =====================
 
 Files that match nothing and whose content is not recognised are ignored (``verify_dir`` reports
-which files it used in ``Verdict.evidence``).
+which files it used in ``Verdict.evidence``); files and folders whose name starts with "." too.
+Every other file is read as UTF-8 text: one that is not (or is binary, or too large) stops the run with
+a :class:`~metalfleet.providers.textfile.BadFileError` naming it and the byte offset, since a capture
+with bad bytes in it is no evidence, and a parse error names the file it came from.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+
+from metalfleet.providers.textfile import MAX_OUTPUT_BYTES, BadFileError, read_text_file
 
 from ..parsers import PARSERS, ParseError, parse, sniff_kind, to_jsonable
 from .gate import Verdict, judge
@@ -82,7 +87,9 @@ def _by_name(name: str) -> list[str]:
 
 
 def _read(path: Path) -> str:
-    return path.read_bytes().decode("utf-8", errors="replace")
+    """A saved output's text (an empty file is left to its parser: some tools print nothing)."""
+    text: str = read_text_file(path, "saved output", limit=MAX_OUTPUT_BYTES, allow_empty=True)
+    return text.removeprefix("\ufeff")  # a byte order mark an editor added is no part of the output
 
 
 def kind_for_path(path: str | Path, text: str | None = None) -> str | None:
@@ -96,7 +103,7 @@ def kind_for_path(path: str | Path, text: str | None = None) -> str | None:
     if text is None:
         try:
             text = _read(p)
-        except OSError:
+        except BadFileError:  # judged by its name alone; reading it for real reports the fault
             text = ""
     sniffed = sniff_kind(text)
     if sniffed is not None and sniffed in (*by_name, *by_folder):
@@ -109,23 +116,30 @@ def kind_for_path(path: str | Path, text: str | None = None) -> str | None:
 
 
 def parse_file(kind: str, path: str | Path) -> Any:
-    """Parse one saved output and return JSON-ready data. ``kind`` may be "auto"."""
+    """Parse one saved output and return JSON-ready data. ``kind`` may be "auto".
+
+    Raises BadFileError (not readable as text) or ParseError (naming ``path``).
+    """
     p = Path(path)
     text = _read(p)
     if kind == "auto":
         found = kind_for_path(p, text)
         if found is None:
             raise ParseError("auto", f"cannot tell what command produced {p.name}; name the kind "
-                                     f"({', '.join(sorted(PARSERS))})")
+                                     f"({', '.join(sorted(PARSERS))})", path=str(p))
         kind = found
-    return to_jsonable(parse(kind, text))
+    try:
+        return to_jsonable(parse(kind, text))
+    except ParseError as exc:
+        raise exc.in_file(str(p)) from None
 
 
 def collect_facts(directory: str | Path) -> tuple[dict[str, list[Any]], list[str]]:
     """Parse every recognised file under ``directory``: ({kind: [results]}, [relative paths used])."""
     root = Path(directory)
     if not root.is_dir():
-        raise NotADirectoryError(f"{root} is not a directory")
+        why = "is not a directory" if root.exists() else "does not exist"
+        raise BadFileError(f"saved-output folder {root} {why}", path=str(root))
     facts: dict[str, list[Any]] = {}
     used: list[str] = []
     for path in sorted(root.rglob("*")):
@@ -136,7 +150,10 @@ def collect_facts(directory: str | Path) -> tuple[dict[str, list[Any]], list[str
         kind = kind_for_path(path, text)
         if kind is None:
             continue
-        facts.setdefault(kind, []).append(parse(kind, text))
+        try:
+            facts.setdefault(kind, []).append(parse(kind, text))
+        except ParseError as exc:
+            raise exc.in_file(str(path)) from None
         used.append(f"{rel.as_posix()}={kind}")
     return facts, used
 

@@ -32,7 +32,7 @@ from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from metalfleet.providers.fleet import order_node, resolve_offering
 from metalfleet.providers.models import Node, NodeState, Offering
 from metalfleet.providers.retry import DEFAULT_POLICY, RetryPolicy
-from metalfleet.providers.spec import ClusterSpec
+from metalfleet.providers.spec import ClusterSpec, load_yaml
 
 from ..inventory import Host, Inventory, hosts_from_spec
 from ..progress import ProgressCallback
@@ -350,12 +350,9 @@ def _now() -> str:
 def load_quarantine(path: str | Path) -> dict[str, dict[str, Any]]:
     """host name -> entry (address, offering, reason, labels, at); {} when the file does not exist."""
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
+    if not p.exists() and not p.is_symlink():
         return {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise InvalidSpecError(f"cannot read quarantine file {p}: {exc}", field="quarantine", value=str(p)) from exc
+    doc = load_yaml(p, "quarantine file", allow_empty=True) or {}  # bad bytes or YAML: BadFileError
     entries = doc.get("quarantined") if isinstance(doc, dict) else None
     if not isinstance(entries, dict):
         raise InvalidSpecError(f"quarantine file {p}: expected a 'quarantined' mapping", field="quarantine",

@@ -136,6 +136,8 @@ def parse_npu_smi(text: str) -> NpuSmiReport:
         raise ParseError(TOOL_NPU, f"NPU {pending.npu_id} has no second (chip/bus) row")
     if state == "pre":
         raise ParseError(TOOL_NPU, "no device table (no '+====' header rule)")
+    if not npus:  # the table npu-smi prints always has a row pair per NPU chip
+        raise ParseError(TOOL_NPU, "no NPU rows in the device table (the output ends before the first NPU)")
     count = len({n.npu_id for n in npus})
     return NpuSmiReport(version, tuple(npus), count, procs if saw_proc_table else None)
 

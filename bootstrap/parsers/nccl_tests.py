@@ -312,6 +312,10 @@ def parse_nccl_tests(text: str) -> NcclTestsReport:
         # Anything else (launcher chatter, hostnames, warnings from other tools) is ignored.
     if not saw_anything:
         raise ParseError(TOOL, "no nccl-tests header, column header or result row found")
+    if not failures and not any(r.rows for r in runs):
+        # A run that started prints a row per size, or a "Test ... failure" line; '#' lines alone are
+        # a log cut off before its results (or not nccl-tests output at all).
+        raise ParseError(TOOL, "no result rows (the output ends before the first size row)")
     frozen = tuple(_freeze(r) for r in runs if r.rows or r.avg is not None or r.ranks or r.collective)
     return NcclTestsReport(
         runs=frozen, nccl_tests_version=version, nccl_version=nccl_version, net_transport=net,

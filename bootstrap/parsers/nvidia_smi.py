@@ -347,6 +347,8 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiReport:
                 raise node.line.fail(TOOL_Q, "Attached GPUs is not a number")
     if not seen_banner and not gpus:
         raise ParseError(TOOL_Q, "no 'NVSMI LOG' banner and no GPU section")
+    if not gpus and attached != 0:  # nvidia-smi prints "No devices were found" instead of an empty log
+        raise ParseError(TOOL_Q, "no 'GPU <bus id>' section (the output ends before the first GPU)")
     return NvidiaSmiReport.build(TOOL_Q, driver, cuda, attached, gpus)
 
 
@@ -447,6 +449,8 @@ def parse_nvidia_smi_table(text: str) -> NvidiaSmiReport:
         raise ParseError(TOOL_TABLE, "no 'NVIDIA-SMI ... Driver Version ... CUDA Version' header")
     if section == "pre":
         raise ParseError(TOOL_TABLE, "no GPU table after the header")
+    if not gpus:  # without GPUs nvidia-smi prints "No devices were found", never an empty table
+        raise ParseError(TOOL_TABLE, "no GPU rows in the table (the output ends before the first GPU)")
     out: list[GpuInfo] = []
     for g in gpus:
         if "total" not in g:

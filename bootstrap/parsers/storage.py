@@ -258,5 +258,7 @@ def parse_nvme_list(text: str) -> NvmeListReport:
             cap = float(mu.group("t")) * _UNITS[mu.group("tu").upper()]
         devices.append(NvmeDevice(cols["Node"], cols["SN"], cols["Model"], cols["Namespace"], cols["Usage"],
                                   cols["Format"], cols["FW Rev"], used, cap))
+    if not devices:  # nvme-cli prints "No NVMe devices detected." instead of an empty table
+        raise ParseError(TOOL_NVME, "no device rows under the header (the output ends before the first device)")
     store = tuple(d.node for d in devices if "Instance Storage" in d.model)
     return NvmeListReport(tuple(devices), store)
