@@ -232,12 +232,17 @@ def secret_values(props: Mapping[str, Any]) -> list[str]:
 
 
 def scrub(data: Any, values: Sequence[str]) -> Any:
-    """``data`` with every occurrence of ``values`` in its strings replaced by :data:`MARK`."""
+    """``data`` with ``values`` in its strings replaced by :data:`MARK`: values of at least
+    :data:`MIN_SUBSTRING` characters wherever they occur, shorter ones only as a whole string (so a
+    secret ``"1"`` does not mangle every IP address in a hostfile)."""
     if not values:
         return data
     if isinstance(data, str):
+        if data in values:
+            return MARK
         for v in values:
-            data = data.replace(v, MARK)
+            if len(v) >= MIN_SUBSTRING:
+                data = data.replace(v, MARK)
         return data
     if isinstance(data, Mapping):
         return {k: scrub(v, values) for k, v in data.items()}
@@ -256,13 +261,14 @@ def scrub_outputs(outs: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str
 @contextlib.contextmanager
 def guarded(props: Mapping[str, Any]) -> Iterator[None]:
     """Re-raise an error whose text (message, causes, traceback) holds a secret value as a MetalfleetError
-    with the value scrubbed and no chained causes: the engine prints and logs what a provider raises."""
+    with the value scrubbed and no chained causes: the engine prints and logs what a provider raises.
+    (Values shorter than :data:`MIN_SUBSTRING` cannot be told apart from ordinary text and are not looked for.)"""
     try:
         yield
     except Exception as exc:
         values = secret_values(props)
         text = "".join(traceback.format_exception(exc))
-        if values and any(v in text for v in values):
+        if any(len(v) >= MIN_SUBSTRING and v in text for v in values):
             raise MetalfleetError(scrub(f"{type(exc).__name__}: {exc}", values)) from None
         raise
 

@@ -171,6 +171,9 @@ def test_errors_that_carry_a_secret_are_scrubbed_and_unchained() -> None:
     assert raised.value is original, "an error without secrets passes unchanged"
     assert scrub_outputs({"table": "key /keys/hidden-one", "secrets": props["secrets"]}, props) == {
         "table": f"key {MARK}", "secrets": props["secrets"]}
+    short = {"secrets": [["spec", ["tags", "env"], "1"]]}
+    assert scrub_outputs({"hostfile": "10.0.0.1 slots=8\n", "env": "1"}, short) == {
+        "hostfile": "10.0.0.1 slots=8\n", "env": MARK}, "a short secret is scrubbed whole, never inside text"
 
 
 def test_reveal_puts_secrets_back_without_touching_the_stored_props() -> None:
