@@ -2,7 +2,9 @@
 
 The provider object is pickled into state, so it holds only plain data: no SDK client, no
 credentials. Each method builds the driver (and so the SDK client) itself; credentials come from
-the environment or the provider's own config chain, never from resource inputs.
+the environment or the provider's own config chain, never from resource inputs. Secret settings
+(``secrets``, see :mod:`metalfleet.stacks.secrets`) are put back into the spec and driver config in
+memory only; outputs and errors never carry them in plaintext.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from metalfleet.providers.errors import NotFoundError
 from metalfleet.providers.fleet import order_node
 from metalfleet.providers.models import Node, NodeState, node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
+
+from .secrets import SECRETS, guarded, reveal, scrub_outputs
 
 __all__ = ["REPLACE_ON", "GpuNode", "NodeProvider"]
 
@@ -34,7 +38,8 @@ def _get(props: dict[str, Any], dotted: str) -> Any:
 
 
 def _outs(props: dict[str, Any], node_dict: dict[str, Any]) -> dict[str, Any]:
-    return {
+    """Outputs from the stored (unrevealed) props and what the cloud reported, secret values scrubbed."""
+    return scrub_outputs({
         "provider": props["provider"],
         "driver_config": props.get("driver_config") or {},
         "spec": props["spec"],
@@ -49,63 +54,74 @@ def _outs(props: dict[str, Any], node_dict: dict[str, Any]) -> dict[str, Any]:
         "node_name": node_dict.get("name") or "",
         # Host keys the driver read from the provider (e.g. console output), pinned by bootstrap.
         "host_keys": list((node_dict.get("extra") or {}).get("host_keys") or []),
-    }
+        SECRETS: props.get(SECRETS) or [],
+    }, props)
 
 
 class NodeProvider(ResourceProvider):
     """Create orders (idempotently), read observes, delete releases and waits."""
 
-    def _driver(self, props: dict[str, Any]) -> Any:
-        return get_driver(props["provider"], **(props.get("driver_config") or {}))
+    def _driver(self, full: dict[str, Any]) -> Any:
+        return get_driver(full["provider"], **(full.get("driver_config") or {}))
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        driver = self._driver(props)
-        spec = node_spec_from_dict(props["spec"])
-        node = order_node(driver, spec)
-        node = DEFAULT_POLICY.call(driver.wait, [node.id], NodeState.RUNNING)[0]
-        out = node.to_dict()
-        return CreateResult(id_=node.id, outs=_outs(props, out))
+        with guarded(props):
+            full = reveal(props)
+            driver = self._driver(full)
+            spec = node_spec_from_dict(full["spec"])
+            node = order_node(driver, spec)
+            node = DEFAULT_POLICY.call(driver.wait, [node.id], NodeState.RUNNING)[0]
+            return CreateResult(id_=node.id, outs=_outs(props, node.to_dict()))
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in REPLACE_ON if _get(olds, k) != _get(news, k)]
-        changes = bool(replaces) or _get(olds, "spec.tags") != _get(news, "spec.tags")
+        # Compared with secrets put back, so a changed secret setting counts like a changed plain one.
+        old, new = reveal(olds), reveal(news)
+        replaces = [k for k in REPLACE_ON if _get(old, k) != _get(new, k)]
+        changes = bool(replaces) or _get(old, "spec.tags") != _get(new, "spec.tags")
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # Only tags reach here (everything else replaces). Drivers that can retag do; the new
         # tags are recorded either way so the next diff is clean.
-        driver = self._driver(news)
-        set_tags = getattr(driver, "set_tags", None)
-        if callable(set_tags):
-            DEFAULT_POLICY.call(set_tags, id, dict(_get(news, "spec.tags") or {}))
-        node = DEFAULT_POLICY.call(driver.get, id)
-        return UpdateResult(outs=_outs(news, node.to_dict()))
+        with guarded(news):
+            full = reveal(news)
+            driver = self._driver(full)
+            set_tags = getattr(driver, "set_tags", None)
+            if callable(set_tags):
+                DEFAULT_POLICY.call(set_tags, id, dict(_get(full, "spec.tags") or {}))
+            node = DEFAULT_POLICY.call(driver.get, id)
+            return UpdateResult(outs=_outs(news, node.to_dict()))
 
     def read(self, id: str, props: dict[str, Any]) -> ReadResult:
-        driver = self._driver(props)
-        try:
-            node = DEFAULT_POLICY.call(driver.get, id)
-        except NotFoundError:
-            return ReadResult(id_="", outs={})
-        if node.state.is_gone:
-            # Terminated behind Pulumi's back: report it gone so `refresh` drops it and the next
-            # `up` orders a replacement.
-            return ReadResult(id_="", outs={})
-        outs = _outs(props, node.to_dict())
-        # A plain get() does not re-read the console: keep the host keys pinned at create time.
-        outs["host_keys"] = outs["host_keys"] or list(props.get("host_keys") or [])
-        return ReadResult(id_=id, outs=outs)
+        with guarded(props):
+            driver = self._driver(reveal(props))
+            try:
+                node = DEFAULT_POLICY.call(driver.get, id)
+            except NotFoundError:
+                return ReadResult(id_="", outs={})
+            if node.state.is_gone:
+                # Terminated behind Pulumi's back: report it gone so `refresh` drops it and the next
+                # `up` orders a replacement.
+                return ReadResult(id_="", outs={})
+            outs = _outs(props, node.to_dict())
+            # A plain get() does not re-read the console: keep the host keys pinned at create time.
+            outs["host_keys"] = outs["host_keys"] or list(props.get("host_keys") or [])
+            return ReadResult(id_=id, outs=outs)
 
     def delete(self, id: str, props: dict[str, Any]) -> None:
-        driver = self._driver(props)
-        try:
-            DEFAULT_POLICY.call(driver.release, id, wait=True)
-        except NotFoundError:
-            pulumi.log.info(f"node {id} was already gone")
+        with guarded(props):
+            driver = self._driver(reveal(props))
+            try:
+                DEFAULT_POLICY.call(driver.release, id, wait=True)
+            except NotFoundError:
+                pulumi.log.info(f"node {id} was already gone")
 
 
 class GpuNode(Resource):
-    """One GPU node. Outputs: node_id, private_ip, public_ip, zone, state, offering."""
+    """One GPU node. Outputs: node_id, private_ip, public_ip, zone, state, offering.
+
+    ``spec`` and ``driver_config`` are stored in plain state; secret values go in ``secrets`` (an Output
+    from :func:`metalfleet.stacks.secrets.secret_input`), stored encrypted."""
 
     node_id: pulumi.Output[str]
     private_ip: pulumi.Output[str]
@@ -118,11 +134,13 @@ class GpuNode(Resource):
     host_keys: pulumi.Output[list[str]]
 
     def __init__(self, name: str, provider: str, spec: dict[str, Any], driver_config: dict[str, Any] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None, *, secrets: pulumi.Input[Any] | None = None) -> None:
         props = {"provider": provider, "spec": spec, "driver_config": driver_config or {},
+                 SECRETS: pulumi.Output.secret(secrets if secrets is not None else []),
                  "node_id": None, "private_ip": None, "public_ip": None, "zone": None, "state": None,
                  "offering": None, "generation": None, "tags": None, "node_name": None, "host_keys": None}
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            delete_before_replace=True, additional_secret_outputs=[SECRETS]))
         super().__init__(NodeProvider(), name, props, opts)
 
 

@@ -4,8 +4,13 @@ Run with `pulumi up` in this folder (Pulumi.yaml beside it), or import `declare`
 
     pulumi config set image ami-0123456789abcdef0
     pulumi config set subnetId subnet-0123456789abcdef0
-    pulumi config set keyPair my-key-pair && pulumi config set privateKey ~/.ssh/my-key
+    pulumi config set keyPair my-key-pair
+    pulumi config set --secret privateKey ~/.ssh/my-key      # a path, or the key itself:
+    #   pulumi config set --secret privateKey < ~/.ssh/my-key
     pulumi preview
+
+The private key stays a secret Output from config to state: it is never unwrapped into the (plain)
+spec but passed beside it as ``secret_spec``, and the resources store it encrypted.
 """
 
 import pulumi
@@ -26,11 +31,15 @@ def declare() -> GpuCluster:
         "image": cfg.require("image"),
         "network": {"subnet_id": cfg.require("subnetId")},
         "ssh": {"user": cfg.get("sshUser") or "ubuntu", "key_pair": cfg.get("keyPair"),
-                "private_key": cfg.get("privateKey")},
+                "known_hosts": cfg.get("knownHosts")},
         "storage": {"kms_key_id": cfg.get("kmsKeyId"), "root": {"size_gib": 500}},
         "tags": {"team": "ml-infra", "cost-center": "research"},
     })
-    cluster = GpuCluster(spec.name, spec)
+    secret_spec = {}
+    private_key = cfg.get_secret("privateKey")  # a secret Output (None when unset: the SSH agent is used)
+    if private_key is not None:
+        secret_spec["ssh.private_key"] = private_key
+    cluster = GpuCluster(spec.name, spec, secret_spec=secret_spec)
     pulumi.export("hostfile", cluster.hostfile)
     pulumi.export("node_ids", cluster.node_ids)
     return cluster

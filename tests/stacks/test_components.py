@@ -10,6 +10,9 @@ import pytest
 
 from metalfleet.providers import InvalidSpecError, parse_spec
 
+_SIG_KEY = pulumi.runtime.rpc._special_sig_key
+_SECRET_SIG = pulumi.runtime.rpc._special_secret_sig
+
 
 class _Mocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
@@ -65,7 +68,11 @@ def test_cluster_declares_one_child_node_per_count_and_a_hostfile(tmp_path: Path
         assert sorted(r.name for r in nodes) == ["c1-0", "c1-1", "c1-2"]
         assert [r.typ for r in MOCKS.created].count("metalfleet:stacks:GpuCluster") == 1
         assert {r.inputs["spec"]["tags"]["metalfleet:cluster"] for r in nodes} == {"mock"}
-        assert all(not any(w in str(r.inputs).lower() for w in ("secret", "password")) for r in nodes)
+        # no credential in the plain inputs; `secrets` is the one secret input (empty here)
+        plain = [{k: v for k, v in r.inputs.items() if k != "secrets"} for r in nodes]
+        assert all(not any(w in str(p).lower() for w in ("secret", "password")) for p in plain)
+        # ... and it reaches the engine marked secret (the mocks see the wire form of a secret)
+        assert all(r.inputs["secrets"] == {_SIG_KEY: _SECRET_SIG, "value": []} for r in nodes)
 
     return pulumi.Output.all(cluster.node_ids, cluster.hostfile).apply(check)
 
