@@ -38,20 +38,24 @@ ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "lh-e2e"
 
 
+def _pulumi(path: Path, env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["pulumi", *args], cwd=path, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
 @dataclass
 class Project:
     path: Path
     env: dict[str, str]
     fake_state: Path
-    before_install: subprocess.CompletedProcess[str]
+    before_install: subprocess.CompletedProcess[str]  # a `pulumi preview` before `pulumi install`
     install: subprocess.CompletedProcess[str]
 
     def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["pulumi", *args], cwd=self.path, env=self.env, capture_output=True, text=True,
-                              timeout=600, check=False)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
+        return _pulumi(self.path, self.env, *args, check=check)
 
     @property
     def venv(self) -> Path:
@@ -98,13 +102,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     state = work / "state"
     state.mkdir()
     fake_state = work / "fake.json"
-    p = Project(path, env, fake_state, None, None)  # type: ignore[arg-type]
-    p.pulumi("login", f"file://{state}")
-    p.pulumi("stack", "init", "e2e")
-    p.pulumi("config", "set", "--path", "metalfleet:driverConfig.state_path", str(fake_state))
-    p.before_install = p.pulumi("preview", check=False)
-    p.install = p.pulumi("install")
-    return p
+    _pulumi(path, env, "login", f"file://{state}")
+    _pulumi(path, env, "stack", "init", "e2e")
+    _pulumi(path, env, "config", "set", "--path", "metalfleet:driverConfig.state_path", str(fake_state))
+    before = _pulumi(path, env, "preview", check=False)
+    return Project(path, env, fake_state, before, _pulumi(path, env, "install"))
 
 
 def test_install_creates_the_virtualenv_and_up_runs_in_it(project: Project, tmp_path: Path) -> None:

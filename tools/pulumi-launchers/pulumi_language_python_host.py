@@ -953,6 +953,9 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         return [*args, program, *request.args]
 
     def Run(self, request: Any, context: Any) -> Any:
+        if request.attach_debugger:
+            return language_pb2.RunResponse(error="this language host (metalfleet's, for a self-built Pulumi CLI) "
+                                                  "cannot attach a debugger: run with an official Pulumi CLI")
         info = request.info
         program_dir = info.program_directory or request.pwd
         entry = info.entry_point or request.program or "."
