@@ -17,7 +17,7 @@ from pulumi import automation as auto
 from metalfleet.providers import ClusterSpec
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 
-from .engine import engine_env
+from .engine import engine_env, find_engine
 from .program import cluster_program
 
 __all__ = ["StackOptions", "StackResult", "destroy", "open_stack", "preview", "refresh", "up"]
@@ -93,8 +93,13 @@ def _outputs(stack: auto.Stack) -> dict[str, Any]:
     return {k: v.value for k, v in stack.outputs().items()}
 
 
-def _engine(st: auto.Stack, verb: str, call: Callable[[], Any]) -> Any:
-    """Run one engine operation; its failure becomes a MetalfleetError carrying the engine's output."""
+def _engine(st: auto.Stack, verb: str, call: Callable[[], Any], on_output: Output | None = None) -> Any:
+    """Run one engine operation; its failure becomes a MetalfleetError carrying the engine's output.
+
+    The run's output starts by naming the Pulumi CLI it uses (path, version, why that one).
+    """
+    if on_output is not None:
+        on_output(f"metalfleet: using {find_engine().describe()}\n")
     try:
         return call()
     except auto.CommandError as exc:
@@ -103,28 +108,28 @@ def _engine(st: auto.Stack, verb: str, call: Callable[[], Any]) -> Any:
 
 def up(spec: ClusterSpec, options: StackOptions = StackOptions(), on_output: Output | None = None) -> StackResult:
     st = open_stack(spec, options)
-    res = _engine(st, "up", lambda: st.up(on_output=on_output, color="never"))
+    res = _engine(st, "up", lambda: st.up(on_output=on_output, color="never"), on_output)
     return StackResult(st.name, {k: v.value for k, v in res.outputs.items()}, _summary(res.summary.resource_changes))
 
 
 def preview(spec: ClusterSpec, options: StackOptions = StackOptions(),
             on_output: Output | None = None) -> StackResult:
     st = open_stack(spec, options)
-    res = _engine(st, "preview", lambda: st.preview(on_output=on_output, color="never"))
+    res = _engine(st, "preview", lambda: st.preview(on_output=on_output, color="never"), on_output)
     return StackResult(st.name, {}, _summary(res.change_summary))
 
 
 def refresh(spec: ClusterSpec, options: StackOptions = StackOptions(),
             on_output: Output | None = None) -> StackResult:
     st = open_stack(spec, options)
-    res = _engine(st, "refresh", lambda: st.refresh(on_output=on_output, color="never"))
+    res = _engine(st, "refresh", lambda: st.refresh(on_output=on_output, color="never"), on_output)
     return StackResult(st.name, _outputs(st), _summary(res.summary.resource_changes))
 
 
 def destroy(spec: ClusterSpec, options: StackOptions = StackOptions(), on_output: Output | None = None,
             remove: bool = False) -> StackResult:
     st = open_stack(spec, options)
-    res = _engine(st, "destroy", lambda: st.destroy(on_output=on_output, color="never"))
+    res = _engine(st, "destroy", lambda: st.destroy(on_output=on_output, color="never"), on_output)
     if remove:
         st.workspace.remove_stack(st.name)
     return StackResult(st.name, {}, _summary(res.summary.resource_changes))

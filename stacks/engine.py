@@ -1,23 +1,53 @@
 """Find the Pulumi engine and run it offline.
 
-Real users install the Pulumi CLI the usual way and have it on PATH. Where downloads are
-impossible (this repo's CI), ``tools/build-pulumi-engine.sh`` builds the CLI from its Go modules
-into a per-user cache keyed by version; we look there second.
+Real users install the Pulumi CLI the usual way and have it on PATH; that one is used. Where
+downloads are impossible (this repo's CI), ``tools/build-pulumi-engine.sh`` builds the CLI from its
+Go modules into a per-user cache keyed by version, with our own launchers (language host, executor,
+dynamic-provider plugin) beside it: the fallback. ``METALFLEET_PULUMI_DIR`` names a folder that wins
+over both. Whichever is chosen is reported (:func:`find_engine`'s ``describe``), so a run says which
+engine it used.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
+import subprocess
 import sys
+from dataclasses import dataclass
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from metalfleet.providers.errors import InvalidSpecError
 
-__all__ = ["engine_env", "find_engine_dir", "sdk_version"]
+__all__ = ["Engine", "engine_env", "find_engine", "find_engine_dir", "is_self_built", "sdk_version"]
+
+log = logging.getLogger(__name__)
 
 LAUNCHER = "pulumi-resource-pulumi-python"
+#: Our language host, installed beside a self-built CLI (a release ships a Go binary instead).
+SELF_BUILT_MARKER = "pulumi_language_python_host.py"
+EXPLICIT = "METALFLEET_PULUMI_DIR"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The Pulumi CLI a run uses: its folder, its version, and why it was chosen."""
+
+    dir: Path
+    version: str
+    source: str  # "METALFLEET_PULUMI_DIR", "PATH" or "self-built"
+
+    @property
+    def cli(self) -> Path:
+        return self.dir / "pulumi"
+
+    def describe(self) -> str:
+        why = {"METALFLEET_PULUMI_DIR": f"from {EXPLICIT}",
+               "PATH": "found on PATH",
+               "self-built": "self-built fallback: no Pulumi CLI on PATH"}[self.source]
+        return f"Pulumi CLI {self.cli} ({self.version}, {why})"
 
 
 def sdk_version() -> str:
@@ -33,35 +63,87 @@ def _cache_dir() -> Path:
     return Path(base) / "metalfleet" / f"pulumi-v{sdk_version()}" / "bin"
 
 
+def _has_cli(d: Path) -> bool:
+    return (d / "pulumi").is_file() and os.access(d / "pulumi", os.X_OK)
+
+
+def is_self_built(d: Path) -> bool:
+    """A folder where tools/build-pulumi-engine.sh put a CLI with our launchers (not a Pulumi release)."""
+    return (d / SELF_BUILT_MARKER).is_file()
+
+
+@lru_cache(maxsize=16)
+def _cli_version(cli: str, mtime_ns: int) -> str:
+    try:
+        proc = subprocess.run([cli, "version"], capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InvalidSpecError(f"the Pulumi CLI {cli} does not run: {exc}", field="pulumi", value=cli) from exc
+    out = proc.stdout.strip()
+    if proc.returncode != 0 or not out:
+        raise InvalidSpecError(f"the Pulumi CLI {cli} does not run: `pulumi version` exited {proc.returncode}: "
+                               f"{proc.stderr.strip()[:300]}", field="pulumi", value=cli)
+    return out.splitlines()[0]
+
+
+def _engine(d: Path, source: str) -> Engine:
+    cli = d / "pulumi"
+    return Engine(d, _cli_version(str(cli), cli.stat().st_mtime_ns), source)
+
+
+def _official_on_path() -> Path | None:
+    """The first folder on PATH with a ``pulumi`` that is not one of our self-built engines."""
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry:
+            continue
+        d = Path(entry)
+        if _has_cli(d) and not is_self_built(d):
+            return d
+    return None
+
+
+_announced: set[Engine] = set()
+
+
+def find_engine() -> Engine:
+    """``METALFLEET_PULUMI_DIR`` if set; else an official Pulumi CLI on PATH; else the self-built one."""
+    explicit = os.environ.get(EXPLICIT)
+    if explicit:
+        d = Path(explicit).expanduser()
+        if not _has_cli(d):
+            raise InvalidSpecError(f"{EXPLICIT}={explicit} holds no executable `pulumi`: point it at the folder "
+                                   "of a Pulumi CLI, or unset it", field=EXPLICIT, value=explicit)
+        engine = _engine(d, "METALFLEET_PULUMI_DIR")
+    elif (official := _official_on_path()) is not None:
+        engine = _engine(official, "PATH")
+    elif _has_cli(_cache_dir()):
+        engine = _engine(_cache_dir(), "self-built")
+    else:
+        raise InvalidSpecError(
+            "no Pulumi CLI found: install it (https://www.pulumi.com/docs/install/) or, in this repo, "
+            f"run `make engine`; looked on PATH and in {_cache_dir()}", field="pulumi", value=None)
+    if engine not in _announced:
+        _announced.add(engine)
+        log.info("metalfleet uses %s", engine.describe())
+    return engine
+
+
 def find_engine_dir() -> Path:
-    """The folder holding the ``pulumi`` CLI (and, for our own build, the dynamic-provider launcher)."""
-    explicit = os.environ.get("METALFLEET_PULUMI_DIR")
-    candidates = [Path(explicit)] if explicit else []
-    candidates.append(_cache_dir())
-    on_path = shutil.which("pulumi")
-    if on_path:
-        candidates.append(Path(on_path).parent)
-    for c in candidates:
-        if (c / "pulumi").is_file() and os.access(c / "pulumi", os.X_OK):
-            return c
-    raise InvalidSpecError(
-        "no Pulumi CLI found: install it (https://www.pulumi.com/docs/install/) or, in this repo, "
-        "run `make engine`; looked in " + ", ".join(str(c) for c in candidates),
-        field="pulumi", value=None)
+    """The folder holding the ``pulumi`` CLI (and its launchers: a release's, or ours for a self-built one)."""
+    return find_engine().dir
 
 
 def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for an offline engine run: no update checks, no plugin downloads.
 
-    The dynamic-provider launcher must run this interpreter (the one with metalfleet installed),
-    so PULUMI_PYTHON_CMD points at it.
+    The engine's folder comes first on PATH (its language host and plugin launchers are found there).
+    The dynamic-provider launcher and, for a self-built engine, the language host must run this
+    interpreter (the one with metalfleet installed), so PULUMI_PYTHON_CMD points at it.
     """
     engine = find_engine_dir()
-    path = os.environ.get("PATH", "")
-    if str(engine) not in path.split(os.pathsep):
-        path = f"{engine}{os.pathsep}{path}"
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != engine]
     env = {
-        "PATH": path,
+        "PATH": os.pathsep.join([str(engine), *rest]),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_PYTHON_CMD": sys.executable,

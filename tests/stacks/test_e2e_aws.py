@@ -26,6 +26,8 @@ import pytest
 from metalfleet.stacks.engine import engine_env
 from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
 
+from .projects import link_test_environment
+
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws"),
               pytest.mark.requires_root("the emulator's simulated hosts")]
 
@@ -77,6 +79,7 @@ class Project:
 def _copy_example(dest: Path, key: Path, known_hosts: Path, name: str | None = None) -> Path:
     """examples/aws-p5 in ``dest``, its ssh paths pointing at the throwaway key and a known_hosts in tmp."""
     shutil.copytree(ROOT / "examples" / "aws-p5", dest)
+    link_test_environment(dest)
     yaml_path = dest / "cluster.yaml"
     text = yaml_path.read_text()
     for field, value in (("private_key", str(key)), ("known_hosts", str(known_hosts))):
@@ -234,6 +237,7 @@ def test_python_api_example_previews_against_the_emulator(tmp_path: Path, ec2: E
     """examples/python-api: requirements (H100 + EFA) pick p5.48xlarge; preview plans the whole cluster."""
     proj = tmp_path / "python-api"
     shutil.copytree(ROOT / "examples" / "python-api", proj)
+    link_test_environment(proj)
     p = _project(tmp_path, ec2, key)
     p.path = proj
     p.pulumi("stack", "init", "api")
