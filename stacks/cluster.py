@@ -18,6 +18,7 @@ from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.fleet import plan, resolve_offering
 from metalfleet.providers.models import node_spec_to_dict
 
+from .network import cluster_network
 from .node import GpuNode
 
 if TYPE_CHECKING:
@@ -99,9 +100,12 @@ class GpuCluster(pulumi.ComponentResource):
         self.spec = spec
         self.offering = offering
         self.driver_config = node_config
+        # What the nodes share (AWS: security and placement group); the nodes depend on it, so a destroy
+        # deletes it after them (stacks/network.py). None for drivers that make no such thing.
+        self.network = cluster_network(name, spec.provider, driver, node_specs[0], node_config, parent=self)
         self.nodes: list[GpuNode] = [
             GpuNode(f"{name}-{ns.index}", spec.provider, node_spec_to_dict(ns), node_config,
-                    opts=pulumi.ResourceOptions(parent=self))
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.network] if self.network else None))
             for ns in node_specs
         ]
         self.node_ids = pulumi.Output.all(*[n.id for n in self.nodes])
