@@ -853,7 +853,7 @@ class AwsDriver:
             if exc.code == "ReservationCapacityExceeded" and spec.capacity_block and spec.capacity_reservation_id:
                 self._explain_capacity_block(spec.capacity_reservation_id, exc)
             raise
-        except ConflictError as exc:
+        except ConflictError:
             # The key's first request differs from this one (e.g. the cluster's security group was released
             # and made again, so its id changed). If what that request bought is gone, say so, as a replay
             # would: the caller steps to the next generation. A live one is a real conflict.

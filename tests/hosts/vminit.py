@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ipaddress
 import json
 import os
 import platform
 import signal
-import ipaddress
 import socket
 import struct
 import sys
