@@ -69,6 +69,8 @@ def main() -> int:
         import boto3
 
         ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.url)
+        kms = boto3.client("kms", region_name="us-east-1", endpoint_url=emulator.url)  # the spec's volume key
+        kms.create_alias(AliasName="alias/bench", TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"])
         subnet = ec2.describe_subnets(Filters=[{"Name": "availability-zone", "Values": ["us-east-1a"]}])[
             "Subnets"][0]["SubnetId"]
         one: list[float] = []

@@ -7,17 +7,27 @@ What ``order`` sends, per node:
 
 * one EFA interface per network card: card 0 carries the primary interface (DeviceIndex 0), every other
   card an interface at DeviceIndex 1 (the layout AWS documents for P5/P4d), all ``InterfaceType=efa``;
-* a cluster placement group (created if absent) and a per-cluster security group whose only rules let
-  members reach each other on all traffic, in and out, as EFA requires (unless the spec names groups);
+* a placement group with the spec's strategy (cluster, spread or partition; created if absent) and a
+  per-cluster security group whose rules let members reach each other on all traffic, in and out, as EFA
+  requires, plus SSH (``ssh.port``) from each of ``network.ssh_ingress_cidrs`` (unless the spec names its own
+  groups, which are used as they are); both are made in the subnet's VPC, which must be ``network.vpc_id``
+  when the spec names one, and both are tagged ``metalfleet:cluster`` so releasing the cluster removes them
+  (``release_cluster_resources``; a group metalfleet did not make is never touched);
 * IMDSv2 only, encrypted root and data volumes (with the spec's KMS key), tags on the instance, its
   volumes and its interfaces; no public IPv4 unless ``public_ip`` (then an Elastic IP, since AWS cannot
   auto-assign one to an instance launched with several interfaces);
 * ``ClientToken`` = the node's idempotency key, so a re-run after a crash or a retry returns the instance
   the first attempt bought instead of buying another.
 
+Before anything is made, the spec's KMS keys are looked up (KMS DescribeKey, once per key): a key that
+does not exist or is not enabled is an InvalidSpecError naming the volume's ``kms_key_id``, where EC2
+would accept the launch and then terminate the instance (``Client.InvalidKMSKey.InvalidState``).
+
 Optional capabilities beyond the contract: ``set_tags`` (CreateTags; the acceptance gate tags quarantined
-nodes with it) and ``host_keys`` (the SSH host keys cloud-init printed to the instance's console, which
-``wait`` puts in ``node.extra["host_keys"]`` for bootstrap to pin; empty while the console has none yet).
+nodes with it), the cluster resources of :class:`~metalfleet.providers.contract.ClusterResourcesDriver`
+(``prepare_cluster``, ``cluster_resources``, ``release_cluster_resources``) and ``host_keys`` (the SSH
+host keys cloud-init printed to the instance's console, which ``wait`` puts in ``node.extra["host_keys"]``
+for bootstrap to pin; empty while the console has none yet).
 
 botocore's own retries are off: :mod:`metalfleet.providers.retry` alone decides what to retry, and every
 botocore exception is translated at this module's boundary into :mod:`metalfleet.providers.errors`.
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import re
 import threading
@@ -55,7 +66,7 @@ from .errors import (
 )
 from .models import BillingModel, Fabric, Interconnect, Node, NodeSpec, NodeState, Offering, Price, VolumeSpec
 
-__all__ = ["STATE_TABLE", "AwsDriver", "host_keys_from_console", "translate_client_error"]
+__all__ = ["STATE_TABLE", "AwsDriver", "check_tags", "host_keys_from_console", "tag_problems", "translate_client_error"]
 
 PROVIDER = "aws"
 
@@ -95,14 +106,76 @@ TAG_PUBLIC_IP = "metalfleet:public-ip"
 _AMI = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 _SG = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
+_VPC = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 _CR = re.compile(r"^cr-[0-9a-f]{17}$")
 _KMS_ID = r"(mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
 _KMS = re.compile(rf"^({_KMS_ID}|alias/[A-Za-z0-9/_-]+|arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{{12}}:"
                   rf"(key/{_KMS_ID}|alias/[A-Za-z0-9/_-]+))$")
 _VOLUME_TYPES = {"gp2", "gp3", "io1", "io2", "st1", "sc1", "standard"}
 _DATA_DEVICES = [f"/dev/sd{c}" for c in "fghijklmnopqrstuvwxyz"]
-_MAX_TAGS = 50
 _USER_DATA_MAX = 16 * 1024
+#: Spread placement: EC2 runs at most this many instances per Availability Zone per group.
+SPREAD_MAX_PER_ZONE = 7
+#: Partition placement: at most this many partitions per Availability Zone.
+PARTITIONS_MAX = 7
+_STRATEGIES = ("cluster", "spread", "partition")
+
+# -- tags ---------------------------------------------------------------------------------------
+#: At most this many tags per EC2 resource, metalfleet's own included.
+MAX_TAGS = 50
+#: The tags metalfleet puts on every instance (and its volumes and interfaces) ...
+_OWN_TAGS = ("Name", TAG_CLUSTER, TAG_INDEX, TAG_KEY)
+#: ... and the two the acceptance gate may add later (room is kept for them).
+_GATE_TAGS = ("metalfleet:acceptance", "metalfleet:acceptance-reason")
+_TAG_PUNCTUATION = frozenset(" +-=._:/@")
+
+
+def _portable(text: str) -> bool:
+    return all(c.isalnum() or c in _TAG_PUNCTUATION for c in text)
+
+
+def tag_problems(tags: Mapping[str, str], *, portable: bool = True, count: bool = True,
+                 public_ip: bool = False) -> list[tuple[str, str, str]]:
+    """``(field, value, why)`` for each way ``tags`` break AWS's tag rules, in order; [] when they keep them.
+
+    Keys are 1-128 characters, values up to 256, and a key may not start with ``aws:``. ``portable``: keys
+    and values use only letters, digits, spaces and ``+ - = . _ : / @`` (the set every AWS service accepts;
+    EC2 alone is laxer, so the acceptance gate's free-text reason tag is checked without it). ``count``: with
+    metalfleet's own tags (and room for the gate's two) a resource carries at most 50.
+    """
+    out: list[tuple[str, str, str]] = []
+    for key, value in tags.items():
+        key, value = str(key), str(value)
+        field = f"tags.{key}"
+        if not 1 <= len(key) <= 128:
+            out.append((field, key, f"tag key {key!r} is {len(key)} characters; AWS allows 1-128"))
+        elif key.lower().startswith("aws:"):
+            out.append((field, key, f"tag key {key!r}: the aws: prefix is reserved for AWS"))
+        elif portable and not _portable(key):
+            out.append((field, key, f"tag key {key!r} has characters AWS does not allow in tags (letters, digits, "
+                                    "spaces and + - = . _ : / @ only)"))
+        if len(value) > 256:
+            out.append((field, value, f"tag {key!r}: its value is {len(value)} characters; AWS allows 256"))
+        elif portable and not _portable(value):
+            out.append((field, value, f"tag {key!r}: its value {value!r} has characters AWS does not allow in tags "
+                                      "(letters, digits, spaces and + - = . _ : / @ only)"))
+    if count:
+        own = set(_OWN_TAGS) | set(_GATE_TAGS) | ({TAG_PUBLIC_IP} if public_ip else set())
+        total = len(set(map(str, tags)) | own)
+        if total > MAX_TAGS:
+            out.append(("tags", str(len(tags)), f"{len(tags)} tags, {total} with metalfleet's own "
+                                                f"({', '.join(sorted(own))}); AWS allows {MAX_TAGS} per resource"))
+    return out
+
+
+def check_tags(tags: Mapping[str, str], *, portable: bool = True, count: bool = True, public_ip: bool = False) -> None:
+    """Raise an InvalidSpecError (``field="tags.<key>"``, the bad key or value) for the first of
+    :func:`tag_problems`; the one tag check this driver makes, before any call."""
+    problems = tag_problems(tags, portable=portable, count=count, public_ip=public_ip)
+    if problems:
+        field, value, why = problems[0]
+        raise InvalidSpecError(why, field=field, value=value, provider=PROVIDER)
+
 
 # -- error translation -------------------------------------------------------------------------
 _CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
@@ -120,7 +193,8 @@ _TRANSIENT = {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavail
               "EC2ThrottledException"}
 _INVALID = {"InvalidParameter", "InvalidParameterValue", "InvalidParameterCombination", "MissingParameter",
             "UnknownParameter", "ValidationError", "InvalidInstanceType", "Unsupported", "UnsupportedOperation",
-            "InvalidBlockDeviceMapping", "InvalidUserData.Malformed", "InvalidInput"}
+            "InvalidBlockDeviceMapping", "InvalidUserData.Malformed", "InvalidInput",
+            "AttachmentLimitExceeded"}  # more interfaces than the instance type has: a fixed limit, not a quota
 #: Error code prefix -> the cluster-spec field it is about (so the user is told what to fix).
 _FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
     ("InvalidSubnetID", "network.subnet_id"),
@@ -161,7 +235,7 @@ def translate_client_error(exc: Any, action: str, *, zone: str | None = None,
         return RateLimitedError(text, **kw)
     if code in _AUTH:
         return AuthError(f"{text} (check the AWS credentials and their IAM permissions)", **kw)
-    if code in _QUOTA or code.endswith("LimitExceeded"):
+    if code in _QUOTA or (code.endswith("LimitExceeded") and code not in _INVALID):
         return QuotaError(f"{text} (request a quota increase; retrying will not help)", **kw)
     if code == "IdempotentParameterMismatch":
         return ConflictError(f"{text} (the node's idempotency key was used before with other settings; "
@@ -269,6 +343,7 @@ class AwsDriver:
 
     def _init_runtime(self) -> None:
         self._client: Any = None
+        self._kms_client: Any = None
         self._lock = threading.Lock()
         self._lookup_lock = threading.RLock()  # fills the caches below once, even with 64 threads asking
         self._types: dict[str, dict[str, Any]] | None = None
@@ -276,8 +351,9 @@ class AwsDriver:
         self._root_devices: dict[str, str] = {}
         self._seen: dict[str, Node] = {}  # last full view of each instance this driver ordered or read
         self._host_keys: dict[str, tuple[str, ...]] = {}  # instance -> keys read from its console (never empty)
-        self._nets: dict[tuple[str, str, str | None, tuple[str, ...]], _Net] = {}
-        self._net_locks: dict[tuple[str, str, str | None, tuple[str, ...]], threading.Lock] = {}
+        self._nets: dict[tuple[Any, ...], _Net] = {}
+        self._net_locks: dict[tuple[Any, ...], threading.Lock] = {}
+        self._kms_ok: set[str] = set()  # KMS keys DescribeKey found enabled
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("region", "endpoint_url", "profile", "poll", "max_pool_connections",
@@ -309,7 +385,13 @@ class AwsDriver:
                         user_agent_extra="metalfleet",
                     )
                     self._client = session.client("ec2", endpoint_url=self.endpoint_url, config=config)
+                    # KMS, for DescribeKey on the spec's volume keys; endpoint_url (a local emulator) serves both
+                    self._kms_client = session.client("kms", endpoint_url=self.endpoint_url, config=config)
         return self._client
+
+    def _kms(self) -> Any:
+        self._ec2()
+        return self._kms_client
 
     @contextlib.contextmanager
     def _api(self, action: str, *, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
@@ -450,17 +532,45 @@ class AwsDriver:
                           v.kms_key_id)
             if v.kms_key_id and not v.encrypted:
                 raise bad("a KMS key is set on a volume with encrypted: false", f"{path}.encrypted", v.encrypted)
-        tags = self._tags(spec)
-        if len(tags) > _MAX_TAGS:
-            raise bad(f"{len(tags)} tags with metalfleet's own; EC2 allows {_MAX_TAGS}", "tags", len(tags))
-        for k, val in tags.items():
-            if k.lower().startswith("aws:"):
-                raise bad(f"tag key {k!r}: the aws: prefix is reserved", "tags", k)
-            if not 1 <= len(k) <= 128 or len(val) > 256:
-                raise bad(f"tag {k!r}: keys are 1-128 characters, values up to 256", "tags", k)
+        check_tags(self._tags(spec), public_ip=spec.public_ip)
+        self._validate_network(spec, bad)
         if spec.user_data and len(spec.user_data.encode()) > _USER_DATA_MAX:
             raise bad(f"user data is {len(spec.user_data.encode())} bytes; EC2 allows {_USER_DATA_MAX}",
                       "user_data", len(spec.user_data.encode()))
+
+    @staticmethod
+    def _validate_network(spec: NodeSpec, bad: Any) -> None:
+        """The network and placement fields, checked as EC2 would check them (offline)."""
+        if spec.vpc_id and not _VPC.match(spec.vpc_id):
+            raise bad(f"{spec.vpc_id!r} is not a VPC id (vpc-...)", "network.vpc_id", spec.vpc_id)
+        for i, cidr in enumerate(spec.ssh_ingress_cidrs):
+            try:
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError:
+                raise bad(f"{cidr!r} is not a CIDR (e.g. 203.0.113.0/24)", f"network.ssh_ingress_cidrs[{i}]",
+                          cidr) from None
+        if spec.ssh_ingress_cidrs and spec.security_group_ids:
+            raise bad("ssh_ingress_cidrs are rules on the security group metalfleet makes, and with "
+                      "security_group_ids it makes none and changes none of yours: put the SSH rule in one of "
+                      "your groups", "network.ssh_ingress_cidrs", list(spec.ssh_ingress_cidrs))
+        if not 1 <= spec.ssh_port <= 65535:
+            raise bad(f"port {spec.ssh_port} is outside 1..65535", "ssh.port", spec.ssh_port)
+        if not spec.placement_group:
+            return
+        if spec.placement_strategy not in _STRATEGIES:
+            raise bad(f"placement strategy {spec.placement_strategy!r} is not one of {', '.join(_STRATEGIES)}",
+                      "placement.strategy", spec.placement_strategy)
+        if spec.placement_strategy == "spread" and spec.index >= SPREAD_MAX_PER_ZONE:
+            raise bad(f"node {spec.name}: a spread placement group runs at most {SPREAD_MAX_PER_ZONE} instances per "
+                      f"Availability Zone, and every node of the cluster is in the subnet's zone: use at most "
+                      f"{SPREAD_MAX_PER_ZONE} nodes, or strategy partition", "placement.strategy", "spread")
+        partitions = spec.placement_partitions
+        if spec.placement_strategy == "partition" and (partitions is None or not 1 <= partitions <= PARTITIONS_MAX):
+            raise bad(f"a partition placement group has 1-{PARTITIONS_MAX} partitions per Availability Zone, "
+                      f"not {partitions}", "placement.partition_count", partitions)
+        if spec.placement_strategy != "partition" and partitions is not None:
+            raise bad(f"partition_count is for strategy partition, not {spec.placement_strategy}",
+                      "placement.partition_count", partitions)
 
     # -- order -----------------------------------------------------------------------------
     @staticmethod
@@ -494,49 +604,79 @@ class AwsDriver:
                 self._root_devices[spec.image] = str(images[0].get("RootDeviceName") or "/dev/sda1")
             return self._root_devices[spec.image]
 
+    @staticmethod
+    def _net_key(spec: NodeSpec) -> tuple[Any, ...]:
+        return (spec.cluster, spec.subnet_id, spec.vpc_id, tuple(spec.security_group_ids), spec.placement_group,
+                spec.placement_strategy, spec.placement_partitions, tuple(spec.ssh_ingress_cidrs), spec.ssh_port)
+
     def _network(self, spec: NodeSpec) -> _Net:
-        """Subnet facts, placement group and security group for the spec's cluster: once per driver."""
+        """Subnet facts, placement group and security group for the spec's cluster: once per driver.
+
+        Reads come first (the subnet, its zone and VPC), so a subnet outside ``network.vpc_id`` or the
+        zone is refused before anything is made."""
         assert spec.subnet_id is not None
-        key = (spec.cluster, spec.subnet_id, spec.placement_group, tuple(spec.security_group_ids))
+        key = self._net_key(spec)
         with self._lock:
             lock = self._net_locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._nets:
                 return self._nets[key]
             subnet = self._subnet(spec.subnet_id)
-            zone = str(subnet["AvailabilityZone"])
+            zone, vpc_id = str(subnet["AvailabilityZone"]), str(subnet["VpcId"])
             if spec.zone and spec.zone != zone:
                 raise InvalidSpecError(f"subnet {spec.subnet_id} is in {zone}, not in zone {spec.zone}",
                                        field="zone", value=spec.zone, provider=PROVIDER)
+            if spec.vpc_id and spec.vpc_id != vpc_id:
+                raise InvalidSpecError(f"subnet {spec.subnet_id} is in VPC {vpc_id}, not in network.vpc_id "
+                                       f"{spec.vpc_id}", field="network.vpc_id", value=spec.vpc_id,
+                                       provider=PROVIDER)
             if spec.placement_group:
-                self._ensure_placement_group(spec.placement_group, spec.cluster)
-            groups = tuple(spec.security_group_ids) or (self._ensure_security_group(spec.cluster,
-                                                                                    str(subnet["VpcId"])),)
-            net = _Net(vpc_id=str(subnet["VpcId"]), zone=zone, security_group_ids=groups)
+                self._ensure_placement_group(spec.placement_group, spec.cluster, spec.placement_strategy,
+                                             spec.placement_partitions)
+            groups = tuple(spec.security_group_ids) or (self._ensure_security_group(
+                spec.cluster, vpc_id, spec.ssh_ingress_cidrs, spec.ssh_port),)
+            net = _Net(vpc_id=vpc_id, zone=zone, security_group_ids=groups)
             self._nets[key] = net
             return net
 
-    def _ensure_placement_group(self, name: str, cluster: str) -> None:
+    def _ensure_placement_group(self, name: str, cluster: str, strategy: str = "cluster",
+                                partitions: int | None = None) -> None:
         ec2 = self._ec2()
         with self._api("DescribePlacementGroups"):
             found = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}])
         groups = found.get("PlacementGroups", [])
         if groups:
-            if groups[0].get("Strategy") != "cluster":
-                raise InvalidSpecError(f"placement group {name} exists with strategy {groups[0].get('Strategy')}, "
-                                       "not cluster", field="placement.group_name", value=name, provider=PROVIDER)
+            group = groups[0]
+            if group.get("Strategy") != strategy:
+                raise InvalidSpecError(f"placement group {name} exists with strategy {group.get('Strategy')}, not "
+                                       f"{strategy}: name another group_name, or delete that group",
+                                       field="placement.group_name", value=name, provider=PROVIDER)
+            if strategy == "partition" and partitions is not None and group.get("PartitionCount") != partitions:
+                raise InvalidSpecError(f"placement group {name} exists with {group.get('PartitionCount')} "
+                                       f"partitions, not {partitions}", field="placement.partition_count",
+                                       value=partitions, provider=PROVIDER)
             return
+        request: dict[str, Any] = {"GroupName": name, "Strategy": strategy, "TagSpecifications": [
+            {"ResourceType": "placement-group", "Tags": [{"Key": TAG_CLUSTER, "Value": cluster}]}]}
+        if strategy == "partition" and partitions is not None:
+            request["PartitionCount"] = partitions
         try:
             with self._api("CreatePlacementGroup"):
-                ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
-                    {"ResourceType": "placement-group", "Tags": [{"Key": TAG_CLUSTER, "Value": cluster}]}])
+                ec2.create_placement_group(**request)
         except InvalidSpecError as exc:  # another process created it between our look and our create
             if exc.code != "InvalidPlacementGroup.Duplicate":
                 raise
 
-    def _ensure_security_group(self, cluster: str, vpc_id: str) -> str:
+    @staticmethod
+    def _security_group_name(cluster: str) -> str:
+        return f"metalfleet-{cluster}-efa"
+
+    def _ensure_security_group(self, cluster: str, vpc_id: str, ssh_cidrs: Sequence[str] = (),
+                               ssh_port: int = 22) -> str:
+        """The cluster's own group in ``vpc_id``: all traffic between members (EFA) and SSH from
+        ``ssh_cidrs``, no more: SSH rules of this group that the spec no longer lists are revoked."""
         ec2 = self._ec2()
-        name = f"metalfleet-{cluster}-efa"
+        name = self._security_group_name(cluster)
         filters = [{"Name": "group-name", "Values": [name]}, {"Name": "vpc-id", "Values": [vpc_id]}]
         with self._api("DescribeSecurityGroups"):
             groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
@@ -547,7 +687,8 @@ class AwsDriver:
                 with self._api("CreateSecurityGroup"):
                     created = ec2.create_security_group(
                         GroupName=name, VpcId=vpc_id,
-                        Description=f"metalfleet {cluster}: all traffic between the cluster's nodes (EFA)",
+                        Description=f"metalfleet {cluster}: all traffic between the cluster's nodes (EFA), "
+                                    "SSH from network.ssh_ingress_cidrs",
                         TagSpecifications=[{"ResourceType": "security-group",
                                             "Tags": [{"Key": TAG_CLUSTER, "Value": cluster},
                                                      {"Key": "Name", "Value": name}]}])
@@ -566,18 +707,48 @@ class AwsDriver:
                                                            for g in p.get("UserIdGroupPairs", []))
                        for p in perms)
 
-        for direction, perms in (("Ingress", group.get("IpPermissions", [])),
-                                 ("Egress", group.get("IpPermissionsEgress", []))):
-            if has_self_rule(perms):
-                continue
-            action = f"AuthorizeSecurityGroup{direction}"
+        def call(action: str, fn: str, perms: list[dict[str, Any]], tolerate: str) -> None:
             try:
                 with self._api(action):
-                    getattr(ec2, f"authorize_security_group_{direction.lower()}")(GroupId=group_id,
-                                                                                  IpPermissions=[rule])
+                    getattr(ec2, fn)(GroupId=group_id, IpPermissions=perms)
             except MetalfleetError as exc:
-                if exc.code != "InvalidPermission.Duplicate":
+                if exc.code != tolerate:
                     raise
+
+        for direction, perms in (("Ingress", group.get("IpPermissions", [])),
+                                 ("Egress", group.get("IpPermissionsEgress", []))):
+            if not has_self_rule(perms):
+                call(f"AuthorizeSecurityGroup{direction}", f"authorize_security_group_{direction.lower()}",
+                     [rule], "InvalidPermission.Duplicate")
+
+        # SSH: exactly the spec's CIDRs on the spec's port (this group's tcp rules with addresses are all ours)
+        want = {(ssh_port, ipaddress.ip_network(c).compressed) for c in ssh_cidrs}
+        have: set[tuple[int, str]] = set()
+        for p in group.get("IpPermissions", []):
+            if p.get("IpProtocol") in ("tcp", "6") and p.get("FromPort") == p.get("ToPort"):
+                have |= {(int(p["FromPort"]), r["CidrIp"]) for r in p.get("IpRanges", [])}
+                have |= {(int(p["FromPort"]), r["CidrIpv6"]) for r in p.get("Ipv6Ranges", [])}
+
+        def ssh_perms(rules: set[tuple[int, str]]) -> list[dict[str, Any]]:
+            perms = []
+            for port in sorted({p for p, _ in rules}):
+                cidrs = sorted(c for p, c in rules if p == port)
+                perm: dict[str, Any] = {"IpProtocol": "tcp", "FromPort": port, "ToPort": port}
+                v4 = [{"CidrIp": c, "Description": "SSH (network.ssh_ingress_cidrs)"} for c in cidrs if ":" not in c]
+                v6 = [{"CidrIpv6": c, "Description": "SSH (network.ssh_ingress_cidrs)"} for c in cidrs if ":" in c]
+                if v4:
+                    perm["IpRanges"] = v4
+                if v6:
+                    perm["Ipv6Ranges"] = v6
+                perms.append(perm)
+            return perms
+
+        if want - have:
+            call("AuthorizeSecurityGroupIngress", "authorize_security_group_ingress", ssh_perms(want - have),
+                 "InvalidPermission.Duplicate")
+        if have - want:
+            call("RevokeSecurityGroupIngress", "revoke_security_group_ingress", ssh_perms(have - want),
+                 "InvalidPermission.NotFound")
         return group_id
 
     def _network_interfaces(self, spec: NodeSpec, net: _Net) -> list[dict[str, Any]]:
@@ -626,12 +797,70 @@ class AwsDriver:
             req["UserData"] = spec.user_data
         return req
 
+    def _kms_problem(self, spec: NodeSpec, *, fresh: bool = False, strict: bool = False) -> InvalidSpecError | None:
+        """The error for the first of the spec's volume KMS keys that does not exist or is not enabled
+        (KMS DescribeKey; a key found enabled is not looked up again unless ``fresh``); None when all are
+        usable, or when this principal may not describe a key (EC2 then decides at launch) unless ``strict``.
+        With ``strict``, a launch EC2 already refused for its key is an error even when no key is named
+        (the account's default EBS key)."""
+        volumes = [("storage.root", spec.root_volume)] + [(f"storage.data.{i}", v)
+                                                          for i, v in enumerate(spec.data_volumes)]
+        named = [(path, v.kms_key_id) for path, v in volumes if v.kms_key_id and v.encrypted]
+        if strict and not named:
+            return InvalidSpecError("EC2 terminated the instance at launch for its EBS encryption key "
+                                    "(Client.InvalidKMSKey.InvalidState): the account's default EBS key is not "
+                                    "usable; name a key in storage.kms_key_id", field="storage.kms_key_id",
+                                    value=None, provider=PROVIDER, code="Client.InvalidKMSKey.InvalidState")
+        for path, key in named:
+            if key in self._kms_ok and not fresh:
+                continue
+            try:
+                with self._api("DescribeKey"):
+                    meta = self._kms().describe_key(KeyId=key)["KeyMetadata"]
+            except MetalfleetError as exc:
+                if exc.code == "NotFoundException":
+                    return InvalidSpecError(f"KMS key {key} does not exist in {self.region}: EC2 would launch the "
+                                            "instance and terminate it at once (Client.InvalidKMSKey.InvalidState)",
+                                            field=f"{path}.kms_key_id", value=key, provider=PROVIDER, code=exc.code)
+                if not isinstance(exc, AuthError):
+                    raise
+                if strict:
+                    return InvalidSpecError(f"EC2 terminated the instance at launch for KMS key {key} "
+                                            "(Client.InvalidKMSKey.InvalidState), and this principal may not "
+                                            "describe the key", field=f"{path}.kms_key_id", value=key,
+                                            provider=PROVIDER, code=exc.code)
+                continue  # may not describe it: EC2 decides at launch
+            state = str(meta.get("KeyState") or ("Enabled" if meta.get("Enabled") else "Disabled"))
+            if state != "Enabled":
+                return InvalidSpecError(f"KMS key {key} is {state}, not Enabled: EC2 would terminate the instance "
+                                        "at launch (Client.InvalidKMSKey.InvalidState)", field=f"{path}.kms_key_id",
+                                        value=key, provider=PROVIDER, code=f"KMS.{state}")
+            with self._lookup_lock:
+                self._kms_ok.add(key)
+        return None
+
     def order(self, spec: NodeSpec) -> Node:
         self.validate(spec)
+        problem = self._kms_problem(spec)
+        if problem:
+            raise problem
         net = self._network(spec)
         request = self.run_instances_request(spec, net)
-        with self._api("RunInstances", zone=net.zone, instance_type=spec.offering):
-            resp = self._ec2().run_instances(**request)
+        try:
+            with self._api("RunInstances", zone=net.zone, instance_type=spec.offering):
+                resp = self._ec2().run_instances(**request)
+        except CapacityError as exc:
+            if exc.code == "ReservationCapacityExceeded" and spec.capacity_block and spec.capacity_reservation_id:
+                self._explain_capacity_block(spec.capacity_reservation_id, exc)
+            raise
+        except ConflictError:
+            # The key's first request differs from this one (e.g. the cluster's security group was released
+            # and made again, so its id changed). If what that request bought is gone, say so, as a replay
+            # would: the caller steps to the next generation. A live one is a real conflict.
+            gone = self._gone_by_key(spec.idempotency_key)
+            if gone is None:
+                raise
+            return gone
         instance = resp["Instances"][0]
         node = self._node(instance)
         # A repeated ClientToken is answered with the instance that token first bought, which may be
@@ -642,11 +871,41 @@ class AwsDriver:
             node = dataclasses.replace(node, state=NodeState.map(STATE_TABLE, state))
             self._seen[node.id] = node
         if node.state.is_gone:
+            reason = str(self.get(node.id).extra.get("state_reason") or "")
+            if "InvalidKMSKey" in reason:
+                # EC2 took the launch and terminated it at once. A key that is usable now means the gone
+                # instance is an earlier launch's (this key's replay): the caller steps to a new generation.
+                problem = self._kms_problem(spec, fresh=True, strict=True)
+                if problem is not None:
+                    raise problem
             return node
         if spec.public_ip:
             self._ensure_public_ip(spec, instance)
             return self.get(node.id)
         return node
+
+    def _gone_by_key(self, key: str) -> Node | None:
+        """The instance ``key`` bought (found by its metalfleet:key tag) when it is gone; None when it is
+        live, or EC2 no longer lists it."""
+        nodes = self._describe([{"Name": f"tag:{TAG_KEY}", "Values": [key]}])
+        if not nodes or not all(n.state.is_gone for n in nodes):
+            return None
+        return nodes[0]
+
+    def _explain_capacity_block(self, reservation_id: str, exc: CapacityError) -> None:
+        """A Capacity Block shows no available capacity until it starts: say so, naming its start."""
+        try:
+            with self._api("DescribeCapacityReservations"):
+                found = self._ec2().describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+        except MetalfleetError:
+            return
+        for cr in found.get("CapacityReservations", []):
+            if cr.get("State") == "scheduled":
+                raise InvalidSpecError(
+                    f"Capacity Block {reservation_id} is scheduled: it starts at {cr.get('StartDate')} and ends at "
+                    f"{cr.get('EndDate')}; instances can be launched into it from its start",
+                    field="capacity.reservation_id", value=reservation_id, provider=PROVIDER, code=exc.code,
+                    request_id=exc.request_id) from exc
 
     def _ensure_public_ip(self, spec: NodeSpec, instance: Mapping[str, Any]) -> None:
         """An Elastic IP on the primary interface, found again by the node's key on a re-run."""
@@ -862,13 +1121,8 @@ class AwsDriver:
         """Add or overwrite ``tags`` on the instance (its other tags are kept); NotFoundError for an
         unknown instance. Only the instance is tagged, not its volumes or interfaces."""
         pairs = {str(k): str(v) for k, v in tags.items()}
-        for k, v in pairs.items():
-            if k.lower().startswith("aws:"):
-                raise InvalidSpecError(f"tag key {k!r}: the aws: prefix is reserved", field="tags", value=k,
-                                       provider=PROVIDER)
-            if not 1 <= len(k) <= 128 or len(v) > 256:
-                raise InvalidSpecError(f"tag {k!r}: keys are 1-128 characters, values up to 256", field="tags",
-                                       value=k, provider=PROVIDER)
+        # EC2's own rules (CreateTags takes any character): the gate's reason tag is free text
+        check_tags(pairs, portable=False, count=False)
         if not pairs:
             self.get(node_id)  # nothing to write, but an unknown instance is still an error
             return
@@ -893,3 +1147,61 @@ class AwsDriver:
             if wait:
                 self.wait([node_id], NodeState.TERMINATED, timeout=timeout)
         self._release_public_ip(node)
+
+    # -- cluster resources (ClusterResourcesDriver) ----------------------------------------
+    def prepare_cluster(self, spec: NodeSpec) -> list[str]:
+        """Make (or find, and bring in line with the spec) what the cluster's nodes share: its placement
+        group and, unless the spec names its own groups, its security group with the spec's SSH rules.
+        Returns :meth:`cluster_resources`. Ordering a node does the same on its own; this lets a stack
+        make them first, as a resource its nodes depend on (so they are deleted after the nodes)."""
+        self.validate(spec)
+        self._network(spec)
+        return self.cluster_resources(spec.cluster)
+
+    def cluster_resources(self, cluster: str) -> list[str]:
+        """What metalfleet made for ``cluster`` and is still there, as ``security-group:<id>`` and
+        ``placement-group:<name>``: the groups tagged ``metalfleet:cluster=<cluster>`` (only groups this
+        driver created carry that tag; a group the spec names is never tagged, so never listed)."""
+        ec2 = self._ec2()
+        by_tag = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
+        with self._api("DescribeSecurityGroups"):
+            groups = ec2.describe_security_groups(Filters=by_tag).get("SecurityGroups", [])
+        with self._api("DescribePlacementGroups"):
+            placement = ec2.describe_placement_groups(Filters=by_tag).get("PlacementGroups", [])
+        return ([f"security-group:{g['GroupId']}" for g in groups]
+                + [f"placement-group:{g['GroupName']}" for g in placement if g.get("State") != "deleted"])
+
+    def release_cluster_resources(self, cluster: str, *, timeout: float = 600.0) -> list[str]:
+        """Delete what :meth:`cluster_resources` lists, once ``cluster`` has no live node (while it has one,
+        they are in use: nothing is deleted and [] returned). Returns what was deleted.
+
+        Right after its instances terminate, EC2 may still hold their interfaces for a while: a group still
+        in use (DependencyViolation, InvalidPlacementGroup.InUse) is retried until ``timeout``."""
+        if self.list_nodes(cluster):
+            return []
+        self._nets = {k: v for k, v in self._nets.items() if k[0] != cluster}  # made again if ordered again
+        ec2 = self._ec2()
+        deleted: list[str] = []
+        for resource in self.cluster_resources(cluster):
+            kind, _, ident = resource.partition(":")
+            gone: tuple[str, ...]
+            if kind == "security-group":
+                action, call, kwargs = "DeleteSecurityGroup", ec2.delete_security_group, {"GroupId": ident}
+                busy, gone = "DependencyViolation", ("InvalidGroup.NotFound", "InvalidSecurityGroupID.NotFound")
+            else:
+                action, call, kwargs = "DeletePlacementGroup", ec2.delete_placement_group, {"GroupName": ident}
+                busy, gone = "InvalidPlacementGroup.InUse", ("InvalidPlacementGroup.Unknown",)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    with self._api(action):
+                        call(**kwargs)
+                    deleted.append(resource)
+                    break
+                except MetalfleetError as exc:
+                    if exc.code in gone:
+                        break
+                    if exc.code != busy or time.monotonic() >= deadline:
+                        raise
+                time.sleep(self.poll)
+        return deleted

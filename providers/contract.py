@@ -12,7 +12,8 @@ from typing import Protocol, runtime_checkable
 
 from .models import Node, NodeSpec, NodeState, Offering
 
-__all__ = ["ComputeDriver", "PowerDriver", "PowerState", "ProgressCallback", "TaggingDriver"]
+__all__ = ["ClusterResourcesDriver", "ComputeDriver", "PowerDriver", "PowerState", "ProgressCallback",
+           "TaggingDriver"]
 
 #: Called by ``wait`` with the nodes as last seen, each poll.
 ProgressCallback = Callable[[Sequence[Node]], None]
@@ -70,6 +71,30 @@ class TaggingDriver(Protocol):
     """
 
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None: ...
+
+
+@runtime_checkable
+class ClusterResourcesDriver(Protocol):
+    """Optional capability: resources a driver makes for a whole cluster, which its nodes share (AWS: the
+    cluster's security group and placement group), and removes when the cluster is released.
+
+    Resources are named ``<kind>:<id>``. Only what the driver itself made is listed or deleted, never a
+    resource the spec names (a user's own security group or an existing placement group).
+    """
+
+    def prepare_cluster(self, spec: NodeSpec) -> list[str]:
+        """Make (or find and update to ``spec``) the shared resources of ``spec.cluster``; idempotent.
+        ``order`` does this too; a stack calls it first so the nodes depend on them."""
+        ...
+
+    def cluster_resources(self, cluster: str) -> list[str]:
+        """The shared resources the driver made for ``cluster`` that still exist."""
+        ...
+
+    def release_cluster_resources(self, cluster: str) -> list[str]:
+        """Delete them once ``cluster`` has no live node (while it has one, nothing: they are in use);
+        returns what was deleted. Idempotent."""
+        ...
 
 
 class PowerState(StrEnum):

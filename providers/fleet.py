@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from .contract import ComputeDriver, ProgressCallback
+from .contract import ClusterResourcesDriver, ComputeDriver, ProgressCallback
 from .errors import ConflictError, InvalidSpecError, MetalfleetError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .spec import ClusterSpec
 
-__all__ = ["OrderFailed", "order_cluster", "order_node", "plan", "release_cluster", "release_nodes",
-           "resolve_offering"]
+__all__ = ["OrderFailed", "order_cluster", "order_node", "plan", "release_cluster", "release_cluster_resources",
+           "release_nodes", "resolve_offering"]
 
 #: How many replacement generations one node index may go through before we stop and ask a human.
 MAX_GENERATIONS = 32
@@ -140,11 +140,17 @@ def order_cluster(
         if rollback and made:
             release_nodes(driver, [n.id for n in made], policy=policy, max_workers=max_workers)
             released = [n.id for n in made]
+        left = ""
+        if rollback:  # what the order made for the cluster goes too, unless other nodes of it still use it
+            try:
+                release_cluster_resources(driver, specs[0].cluster, policy=policy)
+            except MetalfleetError as exc:
+                left = f"; the cluster's shared resources are left (metalfleet release removes them): {exc}"
         summary = "; ".join(f"{o.spec.name}: {o.error}" for o in failed[:5])
         more = f" (+{len(failed) - 5} more)" if len(failed) > 5 else ""
         action = f"released {len(released)} node(s) of this order" if released else (
             f"kept {len(made)} node(s)" if made else "no node was created")
-        raise OrderFailed(f"{len(failed)} of {len(specs)} node(s) failed: {summary}{more}; {action}",
+        raise OrderFailed(f"{len(failed)} of {len(specs)} node(s) failed: {summary}{more}; {action}{left}",
                           cause=first.error, released=released, kept=[] if released else [n.id for n in made])
     nodes = [n for n in made if n is not None]
     if not wait:
@@ -164,10 +170,23 @@ def release_nodes(driver: ComputeDriver, node_ids: Sequence[str], *, policy: Ret
         list(pool.map(one, node_ids))
 
 
+def release_cluster_resources(driver: ComputeDriver, cluster: str, *,
+                              policy: RetryPolicy = DEFAULT_POLICY) -> list[str]:
+    """Delete what the driver made for the whole cluster (a :class:`ClusterResourcesDriver`: e.g. AWS's
+    security group and placement group) once no node of it is left; [] for drivers that make none."""
+    if not isinstance(driver, ClusterResourcesDriver):
+        return []
+    deleted: list[str] = policy.call(driver.release_cluster_resources, cluster)
+    return deleted
+
+
 def release_cluster(driver: ComputeDriver, cluster: str, *, policy: RetryPolicy = DEFAULT_POLICY,
                     max_workers: int = 64) -> list[str]:
-    """Release every live node tagged with ``cluster``; returns their ids."""
+    """Release every live node tagged with ``cluster``, then what the driver made for the cluster as a
+    whole (:func:`release_cluster_resources`): nothing metalfleet created for it is left. Returns the
+    released nodes' ids."""
     nodes = policy.call(driver.list_nodes, cluster)
     ids = [n.id for n in nodes]
     release_nodes(driver, ids, policy=policy, max_workers=max_workers)
+    release_cluster_resources(driver, cluster, policy=policy)
     return ids

@@ -186,6 +186,14 @@ class NodeSpec:
     subnet_id: str | None = None
     security_group_ids: tuple[str, ...] = ()
     placement_group: str | None = None
+    #: The placement group's strategy (cluster, spread, partition) and, for partition, its partition count.
+    placement_strategy: str = "cluster"
+    placement_partitions: int | None = None
+    #: The VPC the subnet must be in (checked before anything is made), when the spec names one.
+    vpc_id: str | None = None
+    #: CIDRs the cluster's own security group lets reach ``ssh_port``.
+    ssh_ingress_cidrs: tuple[str, ...] = ()
+    ssh_port: int = 22
     capacity_reservation_id: str | None = None
     capacity_block: bool = False
     billing: BillingModel = BillingModel.ON_DEMAND
@@ -202,6 +210,7 @@ class NodeSpec:
         object.__setattr__(self, "tags", _frozen(self.tags))
         object.__setattr__(self, "extra", _frozen(self.extra))
         object.__setattr__(self, "security_group_ids", tuple(self.security_group_ids))
+        object.__setattr__(self, "ssh_ingress_cidrs", tuple(self.ssh_ingress_cidrs))
         object.__setattr__(self, "data_volumes", tuple(self.data_volumes))
 
     @property
@@ -261,6 +270,11 @@ def node_spec_to_dict(spec: NodeSpec) -> dict[str, Any]:
         "subnet_id": spec.subnet_id,
         "security_group_ids": list(spec.security_group_ids),
         "placement_group": spec.placement_group,
+        "placement_strategy": spec.placement_strategy,
+        "placement_partitions": spec.placement_partitions,
+        "vpc_id": spec.vpc_id,
+        "ssh_ingress_cidrs": list(spec.ssh_ingress_cidrs),
+        "ssh_port": spec.ssh_port,
         "capacity_reservation_id": spec.capacity_reservation_id,
         "capacity_block": spec.capacity_block,
         "billing": spec.billing.value,
@@ -289,6 +303,11 @@ def node_spec_from_dict(data: Mapping[str, Any]) -> NodeSpec:
     d["root_volume"] = _vol(d["root_volume"]) if d.get("root_volume") else VolumeSpec(size_gib=200)
     d["data_volumes"] = tuple(_vol(v) for v in d.get("data_volumes") or ())
     d["security_group_ids"] = tuple(d.get("security_group_ids") or ())
+    d["ssh_ingress_cidrs"] = tuple(d.get("ssh_ingress_cidrs") or ())
+    if d.get("ssh_port") is not None:
+        d["ssh_port"] = int(d["ssh_port"])
+    if d.get("placement_partitions") is not None:
+        d["placement_partitions"] = int(d["placement_partitions"])
     d["tags"] = dict(d.get("tags") or {})
     d["extra"] = dict(d.get("extra") or {})
     return NodeSpec(**d)

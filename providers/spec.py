@@ -6,11 +6,13 @@ error names the dotted field path and the bad value.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
@@ -36,18 +38,67 @@ class Requirements(_Strict):
     bare_metal: bool | None = None
 
 
+def _bad(at: str, value: object, message: str) -> PydanticCustomError:
+    """A validation error that names a location below the validator's own (``at``: ".key" or "[i]")
+    and the value at fault there; :func:`_format_errors` puts both into the InvalidSpecError."""
+    return PydanticCustomError("metalfleet", "{message}", {"message": message, "at": at, "value": value})
+
+
 class NetworkSpec(_Strict):
+    #: The VPC the nodes go into: the subnet must be in it, and the cluster's own security group is made in it.
+    #: It does not pick a subnet: give ``subnet_id`` too.
     vpc_id: str | None = None
     subnet_id: str | None = None
+    #: Your own security groups, used as they are: metalfleet then makes no group and changes none.
     security_group_ids: list[str] = Field(default_factory=list)
     public_ip: bool = False
-    #: CIDRs allowed to reach the nodes over SSH; empty means only from inside the cluster/bastion.
+    #: CIDRs allowed to reach the nodes' SSH port (``ssh.port``), as ingress rules on the security group
+    #: metalfleet makes for the cluster. Empty: SSH only from the cluster's own members.
     ssh_ingress_cidrs: list[str] = Field(default_factory=list)
+
+    @field_validator("ssh_ingress_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for i, cidr in enumerate(v):
+            try:
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError as exc:
+                why = "has host bits set" if "host bits" in str(exc) else "is not an IPv4 or IPv6 CIDR"
+                raise _bad(f"[{i}]", cidr, f"{cidr!r} {why} (e.g. 203.0.113.0/24)") from None
+        return v
+
+    @model_validator(mode="after")
+    def _combinations(self) -> NetworkSpec:
+        if self.ssh_ingress_cidrs and self.security_group_ids:
+            raise _bad(".ssh_ingress_cidrs", self.ssh_ingress_cidrs,
+                       "ssh_ingress_cidrs become rules on the security group metalfleet makes for the cluster, and "
+                       "with security_group_ids metalfleet makes none and changes none of yours: add the SSH rule "
+                       "to one of your groups and drop ssh_ingress_cidrs, or drop security_group_ids")
+        if self.vpc_id and not self.subnet_id:
+            raise _bad(".subnet_id", None, f"vpc_id {self.vpc_id} alone picks no subnet: give subnet_id too "
+                       "(a subnet of that VPC in the cluster's zone)")
+        return self
 
 
 class PlacementSpec(_Strict):
+    #: cluster: one rack-dense group in one zone (EFA's choice); spread: each node on distinct hardware;
+    #: partition: nodes spread over ``partition_count`` partitions; none: no placement group.
     strategy: Literal["cluster", "spread", "partition", "none"] = "cluster"
     group_name: str | None = None
+    #: Partitions of a ``partition`` group (1-7, the most EC2 allows per zone); only with that strategy.
+    partition_count: int | None = Field(None, ge=1, le=7)
+
+    @model_validator(mode="after")
+    def _combinations(self) -> PlacementSpec:
+        if self.strategy == "partition" and self.partition_count is None:
+            raise _bad(".partition_count", None, "strategy partition needs partition_count (1-7)")
+        if self.strategy != "partition" and self.partition_count is not None:
+            raise _bad(".partition_count", self.partition_count,
+                       f"partition_count is for strategy partition, not {self.strategy}")
+        if self.strategy == "none" and self.group_name:
+            raise _bad(".group_name", self.group_name, "strategy none uses no placement group: drop group_name "
+                       "or choose a strategy")
+        return self
 
 
 class CapacitySpec(_Strict):
@@ -185,6 +236,37 @@ class ClusterSpec(_Strict):
             raise ValueError("must be lowercase letters, digits and '-', start with a letter")
         return v
 
+    @field_validator("tags")
+    @classmethod
+    def _tag_rules(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        """Tags are checked against the provider's rules here, before any call (errors name tags.<key>)."""
+        for key in v:
+            if key.lower().startswith("metalfleet:"):
+                raise _bad(f".{key}", key, f"tag key {key!r}: the metalfleet: prefix is metalfleet's own "
+                           "(metalfleet:cluster finds the cluster's nodes)")
+        if info.data.get("provider") == "aws":
+            from .aws import tag_problems
+
+            network = info.data.get("network")
+            problems = tag_problems(v, public_ip=bool(network and network.public_ip))
+            if problems:
+                at, value, why = problems[0]
+                raise _bad(at.removeprefix("tags"), value, why)
+        return v
+
+    @model_validator(mode="after")
+    def _provider_placement_rules(self) -> ClusterSpec:
+        """What the provider would refuse about placement, refused here, before any call."""
+        if self.provider == "aws" and self.placement.strategy == "spread":
+            from .aws import SPREAD_MAX_PER_ZONE
+
+            if self.count > SPREAD_MAX_PER_ZONE:
+                raise _bad(".placement.strategy", "spread",
+                           f"a spread placement group runs at most {SPREAD_MAX_PER_ZONE} instances per Availability "
+                           f"Zone, and all {self.count} nodes go into the subnet's zone: use at most "
+                           f"{SPREAD_MAX_PER_ZONE} nodes, or strategy partition")
+        return self
+
     @model_validator(mode="after")
     def _offering_or_requirements(self) -> ClusterSpec:
         if not self.offering and not self.requirements:
@@ -222,6 +304,11 @@ class ClusterSpec(_Strict):
             subnet_id=self.network.subnet_id,
             security_group_ids=tuple(self.network.security_group_ids),
             placement_group=self.placement_group_name,
+            placement_strategy=self.placement.strategy,
+            placement_partitions=self.placement.partition_count,
+            vpc_id=self.network.vpc_id,
+            ssh_ingress_cidrs=tuple(self.network.ssh_ingress_cidrs),
+            ssh_port=self.ssh.port,
             capacity_reservation_id=self.capacity.reservation_id,
             capacity_block=self.capacity.capacity_block,
             billing=self.capacity.billing,
@@ -241,6 +328,10 @@ def _format_errors(exc: ValidationError, source: str) -> InvalidSpecError:
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"]) or "(top level)"
         value = err.get("input")
+        ctx = err.get("ctx") or {}
+        if err["type"] == "metalfleet":  # _bad(): the location below the validator's, and its value
+            path = (".".join(str(p) for p in err["loc"]) + str(ctx["at"])).lstrip(".")
+            value = ctx.get("value")
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not part of the cluster spec)"

@@ -18,6 +18,7 @@ from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.fleet import plan, resolve_offering
 from metalfleet.providers.models import node_spec_to_dict
 
+from .network import cluster_network
 from .node import GpuNode
 from .secrets import MARK, SECRET_SPEC_FIELDS, Entry, check_driver_config, marked_values, secret_input, split
 
@@ -119,12 +120,18 @@ class GpuCluster(pulumi.ComponentResource):
         #: Driver config as resources store it: secret values replaced by ``[secret]``.
         self.driver_config = plain_config
         self._config_secrets = config_secrets
+        # What the nodes share (AWS: security and placement group); the nodes depend on it, so a destroy
+        # deletes it after them (stacks/network.py). None for drivers that make no such thing.
+        network_spec, network_entries = split("spec", node_spec_to_dict(node_specs[0]), self._marked)
+        self.network = cluster_network(name, spec.provider, driver, network_spec, plain_config, parent=self,
+                                       secrets=secret_input([*network_entries, *config_secrets]))
         self.nodes: list[GpuNode] = []
         for ns in node_specs:
             node_spec, entries = split("spec", node_spec_to_dict(ns), self._marked)
             self.nodes.append(GpuNode(f"{name}-{ns.index}", spec.provider, node_spec, plain_config,
                                       secrets=secret_input([*entries, *config_secrets]),
-                                      opts=pulumi.ResourceOptions(parent=self)))
+                                      opts=pulumi.ResourceOptions(parent=self,
+                                                                  depends_on=[self.network] if self.network else None)))
         self.node_ids = pulumi.Output.all(*[n.id for n in self.nodes])
         self.private_ips = pulumi.Output.all(*[n.private_ip for n in self.nodes])
         self.hostfile = self.private_ips.apply(lambda ips: hostfile(ips, offering.gpu_count))

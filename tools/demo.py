@@ -2,7 +2,8 @@
 
 1. start the local EC2 emulator (moto server, extended) on 127.0.0.1, with a simulated GPU host
    behind every instance it launches (extension h: a VM-mode host at the instance's private IP)
-2. make a throwaway SSH key and import it as the example's key pair (``metalfleet-p5``)
+2. make a throwaway SSH key and import it as the example's key pair (``metalfleet-p5``), and the
+   example's EBS key (``alias/metalfleet-ebs``) in the emulator's KMS
 3. list normalised GPU offerings
 4. order 2 x p5.48xlarge from examples/aws-p5/cluster.yaml with live progress, print, release
 5. the same cluster as a Pulumi stack on the real engine: `metalfleet up` orders the nodes,
@@ -11,7 +12,9 @@
 
 Nothing in metalfleet knows it talks to an emulator: the demo only sets AWS_ENDPOINT_URL and
 throwaway credentials for this process tree, and runs a copy of the example whose ssh paths point
-at the throwaway key and a known_hosts file in a temporary folder (never ~/.ssh).
+at the throwaway key and a known_hosts file in a temporary folder (never ~/.ssh), and whose
+``network.ssh_ingress_cidrs`` lets in this controller (127.0.0.1/32): the emulator's security groups
+decide who reaches a simulated host's SSH port, as AWS's do.
 """
 
 from __future__ import annotations
@@ -61,27 +64,38 @@ def run_json(*args: str, env: dict[str, str]) -> dict[str, Any]:
     return result
 
 
+#: Where the demo's controller (this process tree) connects from: the simulated hosts see 127.0.0.1.
+CONTROLLER_CIDR = "127.0.0.1/32"
+
+
 def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
-    """examples/aws-p5 in ``dest`` with its ssh.private_key and ssh.known_hosts pointing into the temp folder."""
+    """examples/aws-p5 in ``dest`` with its ssh.private_key and ssh.known_hosts pointing into the temp folder,
+    and network.ssh_ingress_cidrs letting in this controller."""
     shutil.copytree(EXAMPLE, dest)
     spec = dest / "cluster.yaml"
     text = spec.read_text()
-    for field, value in (("private_key", key), ("known_hosts", known_hosts)):
+    for field, value in (("private_key", str(key)), ("known_hosts", str(known_hosts)),
+                         ("ssh_ingress_cidrs", f"[{CONTROLLER_CIDR}]")):
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
         if n != 1:
-            raise SystemExit(f"{EXAMPLE}/cluster.yaml: no ssh.{field} line to point at the demo's temp folder")
+            raise SystemExit(f"{EXAMPLE}/cluster.yaml: no {field} line to point at the demo's controller")
     spec.write_text(text)
     return spec
 
 
-def leftovers(ec2: Ec2Emulator, cluster: str) -> tuple[int, int]:
+def leftovers(ec2: Ec2Emulator, cluster: str) -> dict[str, int]:
+    """What is left of ``cluster`` in the emulator: live instances, simulated hosts, and the security and
+    placement groups metalfleet made for it (tagged metalfleet:cluster)."""
     import boto3
 
     client = boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1")
-    res = client.describe_instances(Filters=[{"Name": "tag:metalfleet:cluster", "Values": [cluster]},
-                                             {"Name": "instance-state-name",
-                                              "Values": ["pending", "running", "stopping", "stopped"]}])
-    return sum(len(r["Instances"]) for r in res["Reservations"]), len(ec2.sim_hosts())
+    mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
+    res = client.describe_instances(Filters=[*mine, {"Name": "instance-state-name",
+                                                     "Values": ["pending", "running", "stopping", "stopped"]}])
+    return {"instance(s)": sum(len(r["Instances"]) for r in res["Reservations"]),
+            "simulated host(s)": len(ec2.sim_hosts()),
+            "security group(s)": len(client.describe_security_groups(Filters=mine)["SecurityGroups"]),
+            "placement group(s)": len(client.describe_placement_groups(Filters=mine)["PlacementGroups"])}
 
 
 def main() -> int:
@@ -115,8 +129,14 @@ def main() -> int:
 
         boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1").import_key_pair(
             KeyName="metalfleet-p5", PublicKeyMaterial=Path(f"{key}.pub").read_bytes())
+        kms = boto3.client("kms", endpoint_url=ec2.url, region_name="us-east-1")
+        key_id = kms.create_key(Description="metalfleet demo: EBS volumes")["KeyMetadata"]["KeyId"]
+        kms.create_alias(AliasName="alias/metalfleet-ebs", TargetKeyId=key_id)
+        print("CreateKey + CreateAlias alias/metalfleet-ebs (the example's storage.kms_key_id; as: aws kms "
+              "create-key, aws kms create-alias)")
         spec = copy_example(work / "aws-p5", key, work / "ssh" / "known_hosts")
-        print(f"examples/aws-p5 copied to {spec.parent}, ssh.private_key and ssh.known_hosts pointing there")
+        print(f"examples/aws-p5 copied to {spec.parent}, ssh.private_key and ssh.known_hosts pointing there, "
+              f"network.ssh_ingress_cidrs [{CONTROLLER_CIDR}] (this controller)")
 
         banner("GPU offerings (describe_instance_types + dated price table)")
         run("offerings", "--provider", "aws", "--region", "us-east-1", env=env)
@@ -124,6 +144,10 @@ def main() -> int:
         banner("order examples/aws-p5/cluster.yaml directly through the driver")
         run("order", str(spec), env=env)
         run("release", str(spec), env=env)
+        left = {k: v for k, v in leftovers(ec2, "llm-p5").items() if v}
+        if left:
+            print(f"release left behind: {left}", file=sys.stderr)
+            return 1
 
         banner("the same cluster as a Pulumi stack (real engine, local file backend): order, bootstrap, gate")
         backend = f"file://{work / 'state'}"
@@ -133,11 +157,11 @@ def main() -> int:
         print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}", flush=True)
 
         run("destroy", str(spec), "--backend", backend, env=env)
-        instances, hosts = leftovers(ec2, "llm-p5")
-        if instances or hosts:
-            print(f"left behind: {instances} instance(s), {hosts} simulated host(s)", file=sys.stderr)
+        left = {k: v for k, v in leftovers(ec2, "llm-p5").items() if v}
+        if left:
+            print(f"destroy left behind: {left}", file=sys.stderr)
             return 1
-        banner("done: no instance and no simulated host left; emulator stopped")
+        banner("done: no instance, simulated host, security group or placement group left; emulator stopped")
     return 0
 
 

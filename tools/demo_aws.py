@@ -3,9 +3,10 @@
     .venv/bin/python tools/demo_aws.py [--spec examples/aws-p5/cluster.yaml] [--latency-ms 150]
     .venv/bin/python tools/demo_aws.py --endpoint http://127.0.0.1:5055   # an emulator already running
 
-Starts the emulator as a subprocess (unless --endpoint), orders the cluster with a live progress line,
-prints the nodes, releases them, checks none is left and stops the emulator. The throwaway
-credentials below are set in this process only, for the emulator.
+Starts the emulator as a subprocess (unless --endpoint), makes the spec's EBS key and key pair there (if missing),
+orders the cluster with a live progress line, prints the nodes, releases them, checks that no node and
+neither of the groups metalfleet made for the cluster (security group, placement group) is left, and
+stops the emulator. The throwaway credentials below are set in this process only, for the emulator.
 """
 
 from __future__ import annotations
@@ -72,6 +73,24 @@ def table(nodes: Sequence[Node]) -> str:
     return "\n".join(("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip() for r in rows)
 
 
+def ensure_account(url: str, region: str, kms_alias: str | None, key_pair: str | None) -> None:
+    """What the spec expects the account to have, made in the emulator if missing: its EBS key (as ``aws kms
+    create-key`` + ``create-alias``) and its key pair (``aws ec2 create-key-pair``; this demo never logs in)."""
+    import boto3
+
+    if kms_alias:
+        kms = boto3.client("kms", endpoint_url=url, region_name=region)
+        if not any(a["AliasName"] == kms_alias for a in kms.list_aliases()["Aliases"]):
+            key_id = kms.create_key(Description="metalfleet demo: EBS volumes")["KeyMetadata"]["KeyId"]
+            kms.create_alias(AliasName=kms_alias, TargetKeyId=key_id)
+            print(f"KMS key {kms_alias} created in the emulator")
+    if key_pair:
+        ec2 = boto3.client("ec2", endpoint_url=url, region_name=region)
+        if not ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [key_pair]}])["KeyPairs"]:
+            ec2.create_key_pair(KeyName=key_pair)
+            print(f"key pair {key_pair} created in the emulator")
+
+
 @contextlib.contextmanager
 def ec2_endpoint(endpoint: str | None, latency_ms: float) -> Iterator[str]:
     if endpoint:
@@ -101,6 +120,7 @@ def main() -> int:
     print(f"{args.spec}: {spec.count} x {spec.offering} in {spec.zone or spec.region}, "
           f"placement group {spec.placement_group_name}")
     with ec2_endpoint(args.endpoint, args.latency_ms) as url:
+        ensure_account(url, spec.region, spec.storage.kms_key_id, spec.ssh.key_pair)
         driver = get_driver("aws", region=spec.region, endpoint_url=url, poll=0.2)
         try:
             specs = plan(driver, spec)  # a re-run on a long-lived emulator steps past released nodes
@@ -117,13 +137,16 @@ def main() -> int:
             print(table(nodes))
 
             print(f"releasing {spec.name} ...")
+            shared = driver.cluster_resources(spec.name)
+            print(f"  shared by the nodes: {', '.join(shared)}")
             released = release_cluster(driver, spec.name)
             left = driver.list_nodes(spec.name)
+            left_shared = driver.cluster_resources(spec.name)
             states = {driver.get(i).state for i in released}
             print(f"  released {len(released)} node(s); now {', '.join(sorted(s.value for s in states))}; "
-                  f"{len(left)} left")
-            if left or states != {NodeState.TERMINATED}:
-                print("  NOT CLEAN: nodes remain", file=sys.stderr)
+                  f"{len(left)} node(s) and {len(left_shared)} of the cluster's groups left")
+            if left or left_shared or states != {NodeState.TERMINATED}:
+                print(f"  NOT CLEAN: {[n.id for n in left] + left_shared} remain", file=sys.stderr)
                 return 1
         except MetalfleetError as exc:
             print(f"\nerror: {exc}", file=sys.stderr)

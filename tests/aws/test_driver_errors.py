@@ -35,7 +35,7 @@ from metalfleet.providers import (
 from metalfleet.providers.aws import AwsDriver
 from tests.emulators.ec2_server import Ec2Emulator
 
-from .conftest import REGION, ZONE, Specs
+from .conftest import KMS_KEY, REGION, ZONE, Specs
 
 ORDER_PROC = Path(__file__).parents[1] / "contract" / "order_proc.py"
 
@@ -106,7 +106,7 @@ def test_same_key_other_settings_is_a_conflict(driver: AwsDriver, specs: Specs) 
     [spec] = specs.node_specs(driver)
     driver.order(spec)
     with pytest.raises(ConflictError) as info:
-        driver.order(dataclasses.replace(spec, root_volume=VolumeSpec(size_gib=400, kms_key_id="alias/other")))
+        driver.order(dataclasses.replace(spec, root_volume=VolumeSpec(size_gib=400, kms_key_id=KMS_KEY)))
     assert info.value.code == "IdempotentParameterMismatch" and "generation" in str(info.value)
     assert len(driver.list_nodes(spec.cluster)) == 1
 
@@ -167,7 +167,19 @@ def _replace(spec: NodeSpec, **changes: Any) -> NodeSpec:
     ({"root_volume": VolumeSpec(size_gib=200, kms_key_id="my key")}, "storage.root.kms_key_id"),
     ({"root_volume": VolumeSpec(size_gib=200, encrypted=False, kms_key_id="alias/k")}, "storage.root.encrypted"),
     ({"data_volumes": (VolumeSpec(size_gib=100, volume_type="ssd"),)}, "storage.data.0.type"),
-    ({"tags": {"aws:owner": "me"}}, "tags"),
+    ({"tags": {"aws:owner": "me"}}, "tags.aws:owner"),
+    ({"tags": {"a$(id)": "me"}}, "tags.a$(id)"),
+    ({"tags": {"team": "ml;rm -rf"}}, "tags.team"),
+    ({"tags": {f"k{i}": "v" for i in range(45)}}, "tags"),
+    ({"vpc_id": "my-vpc"}, "network.vpc_id"),
+    ({"ssh_ingress_cidrs": ("10.0.0.0/8", "10.0.0.1/8")}, "network.ssh_ingress_cidrs[1]"),
+    ({"ssh_ingress_cidrs": ("10.0.0.0/8",), "security_group_ids": ("sg-0123456789abcdef0",)},
+     "network.ssh_ingress_cidrs"),
+    ({"placement_strategy": "rack"}, "placement.strategy"),
+    ({"placement_strategy": "spread", "index": 7}, "placement.strategy"),
+    ({"placement_strategy": "partition"}, "placement.partition_count"),
+    ({"placement_strategy": "partition", "placement_partitions": 8}, "placement.partition_count"),
+    ({"placement_partitions": 2}, "placement.partition_count"),
     ({"user_data": "x" * 20000}, "user_data"),
 ])
 def test_validate_refuses_offline_naming_the_field(driver: AwsDriver, emulator: Ec2Emulator, specs: Specs,

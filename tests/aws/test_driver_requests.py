@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import NodeState, order_cluster, plan
+from metalfleet.providers import InvalidSpecError, NodeState, order_cluster, plan
 from metalfleet.providers.aws import AwsDriver
 from tests.emulators.ec2_server import Ec2Emulator
 
@@ -229,7 +229,21 @@ def test_capacity_block_targeting(driver: AwsDriver, emulator: Ec2Emulator, ec2:
                                         InstancePlatform="Linux/UNIX")["CapacityReservation"]["CapacityReservationId"]
     [spec] = specs.node_specs(driver, "p5.48xlarge", capacity={"billing": "capacity_block", "reservation_id": cr_id,
                                                               "capacity_block": True})
+    # a block is scheduled until its start (the next full hour): EC2 shows no capacity in it until then
+    [block] = ec2.describe_capacity_reservations(CapacityReservationIds=[cr_id])["CapacityReservations"]
+    assert (block["State"], block["AvailableInstanceCount"]) == ("scheduled", 0)
+    with pytest.raises(InvalidSpecError) as early:
+        driver.order(spec)
+    assert early.value.field == "capacity.reservation_id" and early.value.code == "ReservationCapacityExceeded"
+    assert "scheduled" in str(early.value) and str(offer["StartDate"].year) in str(early.value)
+    assert driver.list_nodes(spec.cluster) == []
+
+    emulator.advance_clock(3600)  # past the start
+    assert ec2.describe_capacity_reservations(CapacityReservationIds=[cr_id])["CapacityReservations"][0][
+        "State"] == "active"
     node = driver.order(spec)
+    assert ec2.describe_capacity_reservations(CapacityReservationIds=[cr_id])["CapacityReservations"][0][
+        "AvailableInstanceCount"] == 0
 
     [params] = run_requests(emulator)
     assert params["InstanceMarketOptions.MarketType"] == "capacity-block"

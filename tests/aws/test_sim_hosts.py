@@ -1,7 +1,10 @@
 """Extension (h): the emulator boots a simulated GPU host per instance, and AwsDriver pins its host key.
 
 The driver only sees EC2: an instance with a private IP, launched with a key pair, whose console
-prints its SSH host keys. SSH to that IP with the key pair's key reaches a (VM-mode) simulated host.
+prints its SSH host keys. SSH to that IP with the key pair's key reaches a (VM-mode) simulated host,
+when the instance's security groups let the caller in (extension n): this test process connects from
+127.0.0.1, so its specs set ``network.ssh_ingress_cidrs: [127.0.0.1/32]`` and its raw launches use a
+group with that rule; without one, SSH to the host is dropped, as on EC2.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import pytest
 
 from metalfleet.bootstrap import SshConnection
+from metalfleet.bootstrap.errors import HostUnreachable
 from metalfleet.bootstrap.inventory import Host
 from metalfleet.bootstrap.parsers.efa import parse_fi_info
 from metalfleet.bootstrap.ssh import SshOptions
@@ -30,6 +34,7 @@ from tests.hosts.harness import mfshim
 pytestmark = pytest.mark.requires_root("simulated hosts (namespaces, mounts, sshd)")
 
 KEY_PAIR = "metalfleet-sim"
+CONTROLLER = "127.0.0.1/32"  # where this test process connects from
 
 
 @pytest.fixture(scope="module")
@@ -60,24 +65,38 @@ def emu(sim: Ec2Emulator) -> Iterator[Ec2Emulator]:
 
 def _spec(cluster: str, **over: Any) -> Any:
     data = {"name": cluster, "provider": "aws", "region": REGION, "zone": ZONE, "offering": "p5.48xlarge",
-            "count": 1, "image": IMAGE, "network": {"subnet_id": default_subnet_id(ZONE)},
+            "count": 1, "image": IMAGE,
+            "network": {"subnet_id": default_subnet_id(ZONE), "ssh_ingress_cidrs": [CONTROLLER]},
             "ssh": {"key_pair": KEY_PAIR}}
     data.update(over)
     return parse_spec(data)
 
 
-def _reachable(address: str, port: int = 22) -> bool:
+def _ssh_group(ec2: Any, name: str) -> str:
+    """A security group of the default VPC that lets this test process (127.0.0.1) reach port 22."""
+    vpc = ec2.describe_subnets(SubnetIds=[default_subnet_id(ZONE)])["Subnets"][0]["VpcId"]
+    found = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])["SecurityGroups"]
+    if found:
+        return str(found[0]["GroupId"])
+    gid = str(ec2.create_security_group(GroupName=name, Description="ssh from the tests", VpcId=vpc)["GroupId"])
+    ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": CONTROLLER}]}])
+    return gid
+
+
+def _reachable(address: str, port: int = 22, source: str = "127.0.0.1", timeout: float = 1.0) -> bool:
+    """A TCP connection to ``address:port`` from ``source`` opens within ``timeout`` (a dropped SYN: False)."""
     try:
-        with socket.create_connection((address, port), timeout=1):
+        with socket.create_connection((address, port), timeout=timeout, source_address=(source, 0)):
             return True
     except OSError:
         return False
 
 
-def _run(address: str, keys: list[str], key: Path, known_hosts: Path, command: str) -> str:
+def _run(address: str, keys: list[str], key: Path, known_hosts: Path, command: str, timeout: float = 5) -> str:
     host = Host(name=address, address=address, user="ubuntu", key=str(key))
-    opts = SshOptions(known_hosts=str(known_hosts), pinned_keys={address: keys}, use_agent=False, connect_timeout=5,
-                      connect_attempts=2, connect_deadline=15)
+    opts = SshOptions(known_hosts=str(known_hosts), pinned_keys={address: keys}, use_agent=False,
+                      connect_timeout=timeout, connect_attempts=2, connect_deadline=3 * timeout)
     with SshConnection(host.endpoint(), opts) as conn:
         res = conn.run(["sh", "-c", command])
     assert res.rc == 0, res.stderr
@@ -87,8 +106,10 @@ def _run(address: str, keys: list[str], key: Path, known_hosts: Path, command: s
 def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, key: Path, tmp_path: Path) -> None:
     ec2 = ec2_client(emu)
     t0 = time.monotonic()
+    group = _ssh_group(ec2, "sim-boot-ssh")
     [inst] = ec2.run_instances(ImageId=IMAGE, InstanceType="p4d.24xlarge", MinCount=1, MaxCount=1, KeyName=KEY_PAIR,
-                               ClientToken="sim-boot-1", TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                               ClientToken="sim-boot-1", SecurityGroupIds=[group],
+                               TagSpecifications=[{"ResourceType": "instance", "Tags": [
                                    {"Key": "metalfleet:index", "Value": "3"}]}])["Instances"]
     assert time.monotonic() - t0 < 10
     iid, address = inst["InstanceId"], inst["PrivateIpAddress"]
@@ -118,7 +139,8 @@ def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, 
 
     # an idempotent replay boots nothing more
     again = ec2.run_instances(ImageId=IMAGE, InstanceType="p4d.24xlarge", MinCount=1, MaxCount=1, KeyName=KEY_PAIR,
-                              ClientToken="sim-boot-1", TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                              ClientToken="sim-boot-1", SecurityGroupIds=[group],
+                              TagSpecifications=[{"ResourceType": "instance", "Tags": [
                                   {"Key": "metalfleet:index", "Value": "3"}]}])["Instances"]
     assert [i["InstanceId"] for i in again] == [iid] and len(emu.sim_hosts()) == 1
 
@@ -198,10 +220,52 @@ def test_stopping_the_emulator_stops_its_hosts(ec2_emulator_session: Ec2Emulator
     with start_ec2_emulator(sim_hosts=True) as other:
         ec2 = ec2_client(other)
         ec2.import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{key}.pub").read_bytes())
-        ec2.run_instances(ImageId=IMAGE, InstanceType="p5.48xlarge", MinCount=2, MaxCount=2, KeyName=KEY_PAIR)
+        ec2.run_instances(ImageId=IMAGE, InstanceType="p5.48xlarge", MinCount=2, MaxCount=2, KeyName=KEY_PAIR,
+                          SecurityGroupIds=[_ssh_group(ec2, "sim-stop-ssh")])
         hosts = other.sim_hosts()
         assert len(hosts) == 2 and all(_reachable(h["address"]) for h in hosts)
     assert other.process.returncode == 0
     for h in hosts:
         assert not _reachable(h["address"])
         assert not Path(h["sandbox"]).parent.exists()
+
+
+def test_ssh_reaches_a_host_only_from_where_its_security_groups_allow(emu: Ec2Emulator, key: Path,
+                                                                       tmp_path: Path) -> None:
+    """(n): the spec's ssh_ingress_cidrs decide whether the controller gets in; rules applied at once."""
+    ec2 = ec2_client(emu)
+    driver = AwsDriver(region=REGION, endpoint_url=emu.url, poll=0.02)
+    # no ssh_ingress_cidrs: the cluster's own group lets in its members only
+    closed = _spec("sim-sg", count=2, network={"subnet_id": default_subnet_id(ZONE)})
+    specs = plan(driver, closed)
+    first, second = driver.wait([driver.order(s).id for s in specs], NodeState.RUNNING, timeout=30)
+    a, b = first.private_ip, second.private_ip
+    assert a and b
+    assert not _reachable(a, timeout=0.5)  # the SYN is dropped: a timeout, not a refusal
+    with pytest.raises(HostUnreachable) as refused:
+        _run(a, list(first.extra["host_keys"]), key, tmp_path / "kh", "hostname", timeout=1)
+    assert "timed out" in str(refused.value)
+    assert _reachable(a, source=b), "a member of the cluster's group reaches the others (its private IP)"
+    assert not _reachable(a, source="127.0.0.3", timeout=0.5)
+
+    # a rule for the controller, added behind metalfleet's back, applies at once; revoked, it is gone again
+    [group] = {g["GroupId"] for r in ec2.describe_instances(InstanceIds=[first.id])["Reservations"]
+               for i in r["Instances"] for n in i["NetworkInterfaces"] for g in n["Groups"]}
+    ssh = [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": CONTROLLER}]}]
+    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=ssh)
+    assert _run(a, list(first.extra["host_keys"]), key, tmp_path / "kh", "hostname") == first.id
+    ec2.revoke_security_group_ingress(GroupId=group, IpPermissions=ssh)
+    assert not _reachable(a, timeout=0.5)
+
+    # the spec's ssh_ingress_cidrs become exactly the group's SSH rules (prepare_cluster: what a stack update runs)
+    opened = plan(driver, _spec("sim-sg", count=2, network={"subnet_id": default_subnet_id(ZONE),
+                                                             "ssh_ingress_cidrs": ["127.0.0.2/32"]}))[0]
+    AwsDriver(region=REGION, endpoint_url=emu.url).prepare_cluster(opened)
+    assert _reachable(a, source="127.0.0.2") and _reachable(b, source="127.0.0.2")
+    assert not _reachable(a, timeout=0.5)
+    controller = plan(driver, _spec("sim-sg", count=2))[0]  # [127.0.0.1/32]
+    AwsDriver(region=REGION, endpoint_url=emu.url).prepare_cluster(controller)
+    assert _run(b, list(second.extra["host_keys"]), key, tmp_path / "kh", "hostname") == second.id
+    assert not _reachable(a, source="127.0.0.2", timeout=0.5)
+    for node in (first, second):
+        driver.release(node.id)

@@ -27,6 +27,7 @@ from tests.emulators.fixtures import (
     REGION,
     ZONE,
     default_subnet,
+    ec2_client,
     ec2_emulator,  # noqa: F401  (fixture)
     ec2_emulator_session,  # noqa: F401  (fixture)
 )
@@ -99,6 +100,19 @@ class Harness:
     def calls_between(self, driver: ComputeDriver, before: int) -> int:
         after = self.api_calls(driver)
         return after - before - (1 if self.kind == "fake" else 0)
+
+    def made_for(self, cluster: str) -> list[str]:
+        """What the provider holds that was made for ``cluster`` besides its nodes, as the cloud itself lists
+        it (not the driver): AWS, the security and placement groups tagged metalfleet:cluster; the fake
+        makes nothing of the kind."""
+        if self.kind == "fake":
+            return []
+        assert self.emulator is not None
+        ec2 = ec2_client(self.emulator)
+        mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
+        return ([f"security-group:{g['GroupId']}" for g in ec2.describe_security_groups(Filters=mine)["SecurityGroups"]]
+                + [f"placement-group:{g['GroupName']}"
+                   for g in ec2.describe_placement_groups(Filters=mine)["PlacementGroups"]])
 
     # -- specs ---------------------------------------------------------------------------
     def spec(self, count: int = 2, name: str | None = None, **overrides: Any) -> ClusterSpec:

@@ -22,6 +22,7 @@ from metalfleet.providers import (
     plan,
     release_cluster,
 )
+from metalfleet.providers.contract import ClusterResourcesDriver
 
 from .conftest import CountingPolicy, Harness
 
@@ -201,3 +202,11 @@ def test_release_cluster_releases_only_that_cluster(harness: Harness, policy: Co
     assert driver.list_nodes(harness.cluster) == []
     assert [n.id for n in driver.list_nodes(other_name)] == [other[0].id]
     assert all(driver.get(n.id).state == NodeState.TERMINATED for n in mine)
+    # nothing made for the released cluster is left (AWS: its security and placement group); the other keeps its own
+    assert harness.made_for(harness.cluster) == []
+    kept = harness.made_for(other_name)
+    assert len(kept) == (0 if harness.kind == "fake" else 2)
+    if isinstance(driver, ClusterResourcesDriver):
+        assert sorted(driver.cluster_resources(other_name)) == sorted(kept)
+    release_cluster(driver, other_name, policy=policy)
+    assert harness.made_for(other_name) == [] and driver.list_nodes(other_name) == []

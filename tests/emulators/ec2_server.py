@@ -66,6 +66,42 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     Nothing in the product knows: it sees EC2 instances with private IPs, key pairs and console output.
 (i) CreateTags naming an instance id that does not exist answers InvalidInstanceID.NotFound, as on AWS
     (moto tags the unknown id and answers success).
+(j) RunInstances refuses what AWS refuses about interfaces, from the instance type's own data (moto's
+    DescribeInstanceTypes data, as (e)): a ``NetworkCardIndex`` past the type's network cards
+    (InvalidParameterValue), two interfaces at the same NetworkCardIndex/DeviceIndex (InvalidParameterValue),
+    more interfaces on a card than it takes (AttachmentLimitExceeded), more EFA interfaces than
+    ``EfaInfo.MaximumEfaInterfaces`` (AttachmentLimitExceeded; EFA on a type without EFA: 0 allowed). A
+    ``KeyName`` that is no key pair answers InvalidKeyPair.NotFound for every launch (moto launches anyway).
+(k) Placement strategies, as EC2 keeps them: a cluster group holding instances in one Availability Zone
+    refuses a launch in another (InvalidPlacementGroup.InUse, "in use in another availability zone", AWS's
+    words); a spread group runs at most 7 instances per zone (pending or running; InvalidParameterValue: AWS
+    documents the limit, not the code); a partition group has 1-7 partitions (CreatePlacementGroup answers
+    InvalidParameterValue otherwise) and a ``Placement.PartitionNumber`` past them is refused.
+(l) Capacity Block states: a purchased block is ``scheduled`` until its StartDate (the offering's start,
+    the next full hour), ``active`` until its EndDate, then ``expired``. As AWS documents, a block shows
+    AvailableInstanceCount 0 until it starts, so a launch into a scheduled block answers
+    ReservationCapacityExceeded; into an expired or cancelled one, InvalidCapacityReservationId.NotFound
+    ("not active"). The clock these states read can be moved forward (control endpoint ``clock``), so a
+    test can let a block start without waiting an hour; nothing else reads it.
+(m) KMS keys of encrypted volumes (``BlockDeviceMapping.N.Ebs.KmsKeyId``: key id, key ARN, alias or alias
+    ARN) are looked up in the same server's KMS (moto's KMS backend, same account and region; create keys
+    with a boto3 ``kms`` client on this endpoint). As on AWS, the launch is accepted and answered, and an
+    instance whose key does not exist or is not enabled is terminated at once with state reason
+    ``Client.InvalidKMSKey.InvalidState`` ("The KMS key provided is in an incorrect state"); it boots no
+    simulated host. (moto does not look at the key.)
+(n) Security groups decide who reaches a simulated host's SSH port (with ``--sim-hosts``): the host of an
+    instance accepts connections on port 22 only from the sources its primary interface's groups allow,
+    ingress rules whose protocol is -1 or tcp with a port range holding 22: ``IpRanges`` CIDRs, and each
+    referenced group's members (the private IPs of the live instances with an interface in it). A packet
+    from anywhere else is dropped, so the client's connect times out, as on EC2 (tests/hosts/vm.py:
+    ``VmHost.set_ssh_allow``, a BPF filter on the host's listening socket; the host's own address always
+    gets in). The rules are applied when the host boots, before RunInstances answers, and again after
+    every call that changes rules or members (Authorize/RevokeSecurityGroupIngress, RunInstances,
+    TerminateInstances, DeleteSecurityGroup, ModifyNetworkInterfaceAttribute, ModifyInstanceAttribute).
+    Tests and the demo connect from 127.0.0.1, so a cluster spec lets them in with
+    ``network.ssh_ingress_cidrs: [127.0.0.1/32]``, exactly as a real one lets in the operator's network.
+(o) DeleteSecurityGroup refuses a group still in use, as AWS does (moto deletes it): DependencyViolation while a
+    network interface is in it or another group's rule references it, CannotDelete for a VPC's default group.
 
 Control endpoints (not EC2; never counted or faulted):
 
@@ -74,8 +110,10 @@ Control endpoints (not EC2; never counted or faulted):
                                 "seed": 1, "actions": ["RunInstances"], "capacity_remaining": 2,
                                 "script": [{"action": "RunInstances", "code": "VcpuLimitExceeded",
                                             "status": 400, "after": 0, "times": 1}]}
-    POST /_metalfleet/reset    faults off, counters and the request log cleared ({"state": true} also
-                               empties every moto backend)
+    POST /_metalfleet/reset    faults off, counters and the request log cleared, the clock back to real time
+                               ({"state": true} also empties every moto backend)
+    POST /_metalfleet/clock    {"advance_seconds": 3600}: (l) move the emulator's clock forward; answers
+                               {"now": "<ISO time>"}
     GET  /_metalfleet/stats    {"requests": n, "by_action": {...}, "faults": {...}}
     GET  /_metalfleet/requests?action=RunInstances   the recorded requests (flat query parameters)
     GET  /_metalfleet/sim-hosts  (h) the hosts of live instances: [{"instance_id", "address", "port",
@@ -177,6 +215,11 @@ class Ec2Emulator:
     def calls(self, action: str | None = None) -> int:
         st = self.stats()
         return int(st["by_action"].get(action, 0)) if action else int(st["requests"])
+
+    def advance_clock(self, seconds: float) -> str:
+        """(l) Move the clock Capacity Block states read forward by ``seconds``; returns the new time (ISO)."""
+        result: dict[str, Any] = self._control("POST", "clock", {"advance_seconds": seconds})
+        return str(result["now"])
 
     def sim_hosts(self) -> list[dict[str, Any]]:
         """(h) The simulated hosts running now, one per live instance (empty without ``sim_hosts``)."""
@@ -372,6 +415,23 @@ class FaultSwitch:
 
 
 SWITCH = FaultSwitch()
+
+
+class Clock:
+    """(l) The time Capacity Block states are read at: real time, plus what a test advanced it by."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+CLOCK = Clock()
+#: (n) Actions after which the simulated hosts' SSH source rules are computed again.
+SSH_RULE_ACTIONS = frozenset({"AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "RunInstances",
+                              "TerminateInstances", "DeleteSecurityGroup", "ModifyNetworkInterfaceAttribute",
+                              "ModifyInstanceAttribute", "StartInstances"})
 #: moto is not written for concurrent requests; calls into it are serialised (latency is not).
 MOTO_LOCK = threading.RLock()
 
@@ -418,6 +478,8 @@ class FaultMiddleware:
             started = time.perf_counter()
             body_out = list(self.app(environ, capture))
             entry["server_ms"] = round((time.perf_counter() - started) * 1000.0, 2)
+            if SIM.enabled and action in SSH_RULE_ACTIONS and captured and captured[0].startswith("200"):
+                sim_ssh_rules()
         if SWITCH.lose_response(action):
             return self._error(entry, "InternalError", 500, "An internal error has occurred.", start_response)
         entry["status"] = int(captured[0].split()[0])
@@ -447,6 +509,7 @@ class FaultMiddleware:
                 SWITCH.configure({})
                 with SWITCH.lock:
                     SWITCH.clear_log()
+                CLOCK.offset = timedelta()
                 SIM.configure([])
                 if raw.get("state"):
                     from moto.backends import get_backend
@@ -454,7 +517,12 @@ class FaultMiddleware:
                     with MOTO_LOCK:
                         get_backend("ec2").reset()
                         SIM.stop_all()
+                        SSH_BACKENDS.clear()
+                        SSH_APPLIED.clear()
                 result = {"ok": True}
+            elif what == "clock" and method == "POST":
+                CLOCK.offset += timedelta(seconds=float(raw.get("advance_seconds", 0)))
+                result = {"now": CLOCK.now().isoformat()}
             elif what == "sim-hosts" and method == "GET":
                 result = SIM.listing()
             elif what == "sim-hosts" and method == "POST":
@@ -631,6 +699,7 @@ class _Ext:
     token_args: dict[str, dict[str, Any]] = field(default_factory=dict)  # ClientToken -> first arguments
     placement_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reservation_used: dict[str, int] = field(default_factory=dict)  # capacity reservation -> instances in it
     block_offerings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -665,13 +734,74 @@ def _matches(item: dict[str, Any], filters: dict[str, list[str]], fields: dict[s
     return True
 
 
+def _refresh_reservation(ext: _Ext, cr: dict[str, Any]) -> dict[str, Any]:
+    """(d)/(l) A reservation's state and available count, now (by CLOCK): a Capacity Block is scheduled until
+    its start, active until its end, then expired; only an active reservation has capacity to offer."""
+    if cr["State"] != "cancelled" and cr["ReservationType"] == "capacity-block":
+        now = CLOCK.now()
+        end = cr.get("EndDate")
+        cr["State"] = "scheduled" if now < cr["StartDate"] else ("expired" if end and now >= end else "active")
+    used = ext.reservation_used.get(cr["CapacityReservationId"], 0)
+    cr["AvailableInstanceCount"] = max(0, cr["TotalInstanceCount"] - used) if cr["State"] == "active" else 0
+    return cr
+
+
+#: (n) instance id -> the moto EC2 backend holding it (for its simulated host's SSH rules), and the
+#: rules last applied to its host.
+SSH_BACKENDS: dict[str, Any] = {}
+SSH_APPLIED: dict[str, tuple[str, ...]] = {}
+
+
+def _live(instance: Any) -> bool:
+    return instance is not None and instance._state.name not in ("terminated", "shutting-down")
+
+
+def ssh_sources(backend: Any, instance: Any, port: int = 22) -> list[str]:
+    """(n) The IPv4 sources the groups of ``instance``'s primary interface let reach ``port`` (tcp)."""
+    nic = (getattr(instance, "nics", None) or {}).get(0)
+    if nic is None:
+        return []
+    sources: set[str] = set()
+    for group in list(nic.group_set):
+        for rule in list(group.ingress_rules):
+            proto = str(rule.ip_protocol)
+            if proto != "-1" and not (proto in ("tcp", "6") and rule.from_port is not None
+                                      and int(rule.from_port) <= port <= int(rule.to_port)):
+                continue
+            if (rule.ip_range or {}).get("CidrIp"):
+                sources.add(str(rule.ip_range["CidrIp"]))
+            ref = (rule.source_group or {}).get("GroupId")
+            if ref:
+                for eni in list(backend.enis.values()):
+                    owner = getattr(eni, "instance", None)
+                    if _live(owner) and eni.private_ip_address and any(g.id == ref for g in eni.group_set):
+                        sources.add(f"{eni.private_ip_address}/32")
+    return sorted(sources)
+
+
+def sim_ssh_rules() -> None:
+    """(n) Apply to every simulated host the SSH sources its instance's groups allow now (if they changed)."""
+    with SIM.lock:
+        hosts = dict(SIM.hosts)
+    for instance_id, host in hosts.items():
+        backend = SSH_BACKENDS.get(instance_id)
+        instance = backend.get_instance_by_id(instance_id) if backend is not None else None
+        if not _live(instance):
+            continue
+        sources = tuple(ssh_sources(backend, instance, int(getattr(host, "port", 22))))
+        if SSH_APPLIED.get(instance_id) != sources:
+            host.set_ssh_allow(list(sources))
+            SSH_APPLIED[instance_id] = sources
+
+
 def install_extensions() -> None:
     from moto.core.responses import ActionResult
     from moto.core.types import Base64EncodedString
     from moto.core.utils import utcnow
     from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.models.elastic_network_interfaces import Attachment
-    from moto.ec2.models.instances import Instance
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+    from moto.ec2.models.instances import Instance, StateReason
     from moto.ec2.responses import EC2Response
     from moto.ec2.utils import random_eni_attach_id
 
@@ -700,6 +830,9 @@ def install_extensions() -> None:
               "Tags": _tag_list(tags)}
         if strategy == "partition":
             pg["PartitionCount"] = int(self._get_param("PartitionCount", 2))
+            if not 1 <= pg["PartitionCount"] <= 7:
+                raise fail("InvalidParameterValue", f"Value ({pg['PartitionCount']}) for parameter partitionCount is "
+                           "invalid. A partition placement group has 1-7 partitions per Availability Zone.")
         ext.placement_groups[name] = pg
         return ActionResult({"PlacementGroup": pg})
 
@@ -733,7 +866,7 @@ def install_extensions() -> None:
     # -- (d) capacity reservations and Capacity Blocks ----------------------------------------
     def _new_reservation(self: Any, instance_type: str, zone: str, count: int, platform: str,
                          kind: str, tags: dict[str, str], match: str = "open",
-                         end: datetime | None = None) -> dict[str, Any]:
+                         end: datetime | None = None, start: datetime | None = None) -> dict[str, Any]:
         if not instance_type or not zone or count < 1:
             raise fail("InvalidParameterValue", "InstanceType, AvailabilityZone and InstanceCount >= 1 are required")
         if not zone.startswith(self.region):
@@ -744,13 +877,14 @@ def install_extensions() -> None:
         cr = {"CapacityReservationId": cr_id, "OwnerId": self.current_account, "CapacityReservationArn": arn,
               "InstanceType": instance_type, "InstancePlatform": platform, "AvailabilityZone": zone,
               "Tenancy": "default", "TotalInstanceCount": count, "AvailableInstanceCount": count,
-              "EbsOptimized": True, "EphemeralStorage": False, "State": "active", "StartDate": now,
+              "EbsOptimized": True, "EphemeralStorage": False, "State": "active", "StartDate": start or now,
               "EndDateType": "limited" if end else "unlimited", "InstanceMatchCriteria": match,
               "CreateDate": now, "ReservationType": kind, "Tags": _tag_list(tags)}
         if end:
             cr["EndDate"] = end
-        _ext(self.ec2_backend).reservations[cr_id] = cr
-        return cr
+        ext = _ext(self.ec2_backend)
+        ext.reservations[cr_id] = cr
+        return _refresh_reservation(ext, cr)
 
     def create_capacity_reservation(self: Any) -> ActionResult:
         self.error_on_dryrun()
@@ -771,7 +905,7 @@ def install_extensions() -> None:
         fields = {"instance-type": "InstanceType", "availability-zone": "AvailabilityZone", "state": "State",
                   "reservation-type": "ReservationType", "instance-platform": "InstancePlatform"}
         filters = self._filters_from_querystring()
-        found = [cr for cr in ext.reservations.values()
+        found = [cr for cr in (_refresh_reservation(ext, c) for c in ext.reservations.values())
                  if (not ids or cr["CapacityReservationId"] in ids) and _matches(cr, filters, fields)]
         return ActionResult({"CapacityReservations": found})
 
@@ -787,7 +921,7 @@ def install_extensions() -> None:
         instance_type = self._get_param("InstanceType")
         count = int(self._get_param("InstanceCount", 1))
         hours = int(self._get_param("CapacityDurationHours", 24))
-        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        start = CLOCK.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
         zone = f"{self.region}a"
         digest = hashlib.sha256(f"{instance_type}|{count}|{hours}|{zone}".encode()).hexdigest()[:17]
         offering = {"CapacityBlockOfferingId": f"cb-{digest}", "InstanceType": instance_type,
@@ -806,7 +940,7 @@ def install_extensions() -> None:
         cr = _new_reservation(self, offering["InstanceType"], offering["AvailabilityZone"],
                               offering["InstanceCount"], self._get_param("InstancePlatform", "Linux/UNIX"),
                               "capacity-block", self._parse_tag_specification().get("capacity-reservation", {}),
-                              "targeted", offering["EndDate"])
+                              "targeted", offering["EndDate"], offering["StartDate"])
         return ActionResult({"CapacityReservation": cr})
 
     # -- (b)+(a)+(c)+(d) RunInstances ---------------------------------------------------------
@@ -841,10 +975,16 @@ def install_extensions() -> None:
         instance_type = self._get_param("InstanceType", "m1.small")
         count = int(self._get_param("MinCount", 1))
         zone = run_zone(self)
+        key_name = self._get_param("KeyName")  # (j) every launch, as on AWS
+        if key_name and key_name not in self.ec2_backend.key_pairs:
+            raise fail("InvalidKeyPair.NotFound", f"The key pair '{key_name}' does not exist")
         group = self._get_param("Placement.GroupName")
         if group and group not in ext.placement_groups:
             raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
+        if group:
+            check_placement(self, ext.placement_groups[group], zone, count)
         nics = self._get_param("NetworkInterfaces", [])
+        check_interfaces(instance_type, nics)
         if len(nics) > 1 and any(str(n.get("AssociatePublicIpAddress")).lower() == "true" for n in nics):
             raise fail("InvalidParameterCombination", "The associatePublicIPAddress parameter cannot be specified "
                        "when launching with multiple network interfaces.")
@@ -854,6 +994,10 @@ def install_extensions() -> None:
         cr = None
         if cr_id:
             cr = ext.reservations.get(cr_id)
+            if cr is not None and _refresh_reservation(ext, cr)["State"] == "scheduled":
+                raise fail("ReservationCapacityExceeded", f"The requested number of instances exceeds the available "
+                           f"capacity of capacity reservation {cr_id}. (emulator: the Capacity Block is scheduled "
+                           f"until {cr['StartDate'].isoformat()})")
             if cr is None or cr["State"] != "active":
                 raise fail("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{cr_id}' does not "
                            "exist or is not active")
@@ -869,6 +1013,8 @@ def install_extensions() -> None:
         elif market == "capacity-block":
             raise fail("MissingParameter", "MarketType capacity-block requires a CapacityReservationTarget.")
         public_keys = sim_public_keys(self)
+        bad_keys = sorted({str(k) for m in self._get_param("BlockDeviceMappings", [])
+                           for k in [((m.get("Ebs") or {}).get("KmsKeyId"))] if k and not kms_usable(self, str(k))})
         if not SWITCH.take_capacity(count):
             return error_500("InsufficientInstanceCapacity",
                              f"We currently do not have sufficient {instance_type} capacity in the Availability "
@@ -885,7 +1031,8 @@ def install_extensions() -> None:
                     nic.public_ip_auto_assign = False
                     nic.public_ip = None
             if cr is not None:
-                cr["AvailableInstanceCount"] -= 1
+                ext.reservation_used[str(cr_id)] = ext.reservation_used.get(str(cr_id), 0) + 1
+                _refresh_reservation(ext, cr)
                 inst.capacity_reservation_id = cr_id
                 inst.capacity_reservation_specification = {"CapacityReservationTarget": {
                     "CapacityReservationId": cr_id}}
@@ -893,7 +1040,14 @@ def install_extensions() -> None:
                 inst.capacity_reservation_specification = {"CapacityReservationPreference": "open"}
             if market == "capacity-block":
                 inst.lifecycle = "capacity-block"
-        if SIM.enabled:
+        if bad_keys:  # (m) accepted, then terminated at once, as EC2 does with an unusable KMS key
+            for inst in reservation.instances:
+                inst.terminate()
+                why = "The KMS key provided is in an incorrect state"
+                inst.state_reason = StateReason(f"Client.InvalidKMSKey.InvalidState: {why}",
+                                                "Client.InvalidKMSKey.InvalidState")
+                inst._reason = f"Client.InvalidKMSKey.InvalidState: {why}"
+        elif SIM.enabled:
             failed = sim_boot(self, reservation.instances, instance_type, public_keys)
             if failed:
                 return error_500("InternalError", f"An internal error has occurred. (emulator: {failed})")
@@ -944,7 +1098,93 @@ def install_extensions() -> None:
             nic = inst.nics[0]
             nic.private_ip_address = host.address
             nic.private_ip_addresses = [{"Primary": True, "PrivateIpAddress": host.address}]
+            SSH_BACKENDS[inst.id] = self.ec2_backend
+        sim_ssh_rules()  # (n) before RunInstances answers: nobody could have connected yet
         return None
+
+    # -- (j) interfaces against the instance type; (k) placement strategies; (m) KMS keys ----------
+    def check_interfaces(instance_type: str, nics: list[dict[str, Any]]) -> None:
+        info = INSTANCE_TYPES.get(instance_type)
+        if not info or not nics:
+            return
+        net = info.get("NetworkInfo") or {}
+        cards = int(net.get("MaximumNetworkCards") or 1)
+        per_card = {int(c["NetworkCardIndex"]): int(c.get("MaximumNetworkInterfaces") or 0)
+                    for c in net.get("NetworkCards") or []}
+        efa_max = int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0) if net.get("EfaSupported") else 0
+        seen: set[tuple[int, int]] = set()
+        on_card: dict[int, int] = {}
+        for n in nics:
+            card, device = int(n.get("NetworkCardIndex") or 0), int(n.get("DeviceIndex") or 0)
+            if not 0 <= card < cards:
+                raise fail("InvalidParameterValue", f"Network card index {card} is invalid for instance type "
+                           f"{instance_type}, which has {cards} network card(s) (indices 0-{cards - 1}).")
+            if (card, device) in seen:
+                raise fail("InvalidParameterValue", "Each network interface requires a unique device index: "
+                           f"network card {card} has two interfaces at device index {device}.")
+            seen.add((card, device))
+            on_card[card] = on_card.get(card, 0) + 1
+        for card, used in sorted(on_card.items()):
+            if per_card.get(card) and used > per_card[card]:
+                raise fail("AttachmentLimitExceeded", f"Interface count {used} exceeds the limit for {instance_type} "
+                           f"network card {card} ({per_card[card]}).")
+        efa = sum(1 for n in nics if n.get("InterfaceType") in ("efa", "efa-only"))
+        if efa > efa_max:
+            raise fail("AttachmentLimitExceeded", f"EFA interface count {efa} exceeds the limit for {instance_type} "
+                       f"({efa_max}).")
+
+    def check_placement(self: Any, pg: dict[str, Any], zone: str, count: int) -> None:
+        name = pg["GroupName"]
+        members = [i for i in self.ec2_backend.all_instances()
+                   if i.placement.group_name == name and _live(i)]
+        if pg["Strategy"] == "cluster":
+            zones = sorted({str(i.placement.zone) for i in members} - {zone})
+            if zones:
+                raise fail("InvalidPlacementGroup.InUse", f"The placement group '{name}' is in use in another "
+                           f"availability zone: {zones[0]}")
+        elif pg["Strategy"] == "spread":
+            running = [i for i in members if i.placement.zone == zone and i._state.name in ("pending", "running")]
+            if len(running) + count > 7:
+                raise fail("InvalidParameterValue", f"Spread placement group '{name}' can run at most 7 instances "
+                           f"per Availability Zone; {zone} has {len(running)} and {count} more were asked for.")
+        elif pg["Strategy"] == "partition":
+            number = self._get_param("Placement.PartitionNumber")
+            if number is not None and not 1 <= int(number) <= int(pg["PartitionCount"]):
+                raise fail("InvalidParameterValue", f"Partition number {number} is invalid for placement group "
+                           f"'{name}', which has {pg['PartitionCount']} partitions.")
+
+    def kms_usable(self: Any, key_id: str) -> bool:
+        """(m) ``key_id`` (id, ARN, alias or alias ARN) names an enabled key in this account and region."""
+        from moto.kms.models import kms_backends
+
+        try:
+            key = kms_backends[self.current_account][self.region].describe_key(key_id)
+        except Exception:  # unknown id or alias (moto raises KeyError/NotFoundException/TypeError)
+            return False
+        return str(getattr(key, "key_state", "Enabled")) == "Enabled"
+
+    # -- (o) DeleteSecurityGroup refuses a group in use ------------------------------------------
+    original_delete_sg = EC2Response.delete_security_group
+
+    def delete_security_group(self: Any) -> Any:
+        backend = self.ec2_backend
+        gid, name = self._get_param("GroupId"), self._get_param("GroupName")
+        group = backend.get_security_group_from_id(gid) if gid else (
+            backend.get_security_group_from_name(name) if name else None)
+        if group is not None:
+            if group.name == "default":
+                raise fail("CannotDelete", f'the specified group: "{group.id}" name: "default" cannot be deleted '
+                           "by a user")
+            for eni in list(backend.enis.values()):
+                owner = getattr(eni, "instance", None)
+                if (owner is None or _live(owner)) and any(g.id == group.id for g in eni.group_set):
+                    raise fail("DependencyViolation", f"resource {group.id} has a dependent object")
+            for groups in list(backend.groups.values()):
+                for other in list(groups.values()):
+                    if other.id != group.id and any((r.source_group or {}).get("GroupId") == group.id
+                                                    for r in [*other.ingress_rules, *other.egress_rules]):
+                        raise fail("DependencyViolation", f"resource {group.id} has a dependent object")
+        return original_delete_sg(self)
 
     original_console = EC2Response.get_console_output
 
@@ -1030,14 +1270,18 @@ def install_extensions() -> None:
             return type(self._state)(self._state.name, self._state.code)
         previous = original_terminate(self)
         SIM.stop(self.id)
+        SSH_BACKENDS.pop(self.id, None)
+        SSH_APPLIED.pop(self.id, None)
         for eni in getattr(self, "card_nics", []):
             eni.stop()
             if eni.delete_on_termination:
                 with contextlib.suppress(Exception):
                     eni.delete()
-        cr = _ext(self.ec2_backend).reservations.get(getattr(self, "capacity_reservation_id", None) or "")
-        if cr is not None:
-            cr["AvailableInstanceCount"] = min(cr["TotalInstanceCount"], cr["AvailableInstanceCount"] + 1)
+        ext = _ext(self.ec2_backend)
+        cr_id = getattr(self, "capacity_reservation_id", None) or ""
+        if cr_id in ext.reservations:
+            ext.reservation_used[cr_id] = max(0, ext.reservation_used.get(cr_id, 0) - 1)
+            _refresh_reservation(ext, ext.reservations[cr_id])
         return previous
 
     # -- (g) stable default subnet ids ------------------------------------------------------------
@@ -1075,6 +1319,7 @@ def install_extensions() -> None:
         "run_instances": run_instances,
         "get_console_output": get_console_output,
         "create_tags": create_tags,
+        "delete_security_group": delete_security_group,
     }.items():
         setattr(EC2Response, name, fn)
     Instance.prep_nics = prep_nics  # type: ignore[method-assign]

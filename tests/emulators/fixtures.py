@@ -39,6 +39,7 @@ def ec2_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
     log = tmp_path_factory.mktemp("ec2-emulator") / "server.log"
     emulator = start_ec2_emulator(log_path=log)
     try:
+        ensure_kms_key(emulator, KMS_KEY)  # the test specs' volume key: an unknown key fails the launch
         yield emulator
     finally:
         emulator.stop()
@@ -63,6 +64,19 @@ def ec2_client(emulator: Ec2Emulator) -> Any:
 
     return boto3.client("ec2", region_name=REGION, endpoint_url=emulator.url,
                         config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+
+
+def ensure_kms_key(emulator: Ec2Emulator, alias: str) -> str:
+    """The id of the KMS key ``alias`` names in the emulator's KMS (extension m), created if missing."""
+    import boto3
+
+    kms = boto3.client("kms", region_name=REGION, endpoint_url=emulator.url)
+    aliases = {a["AliasName"]: a.get("TargetKeyId") for a in kms.list_aliases()["Aliases"]}
+    if aliases.get(alias):
+        return str(aliases[alias])
+    key_id = str(kms.create_key(Description=f"metalfleet tests: {alias}")["KeyMetadata"]["KeyId"])
+    kms.create_alias(AliasName=alias, TargetKeyId=key_id)
+    return key_id
 
 
 def default_subnet(emulator: Ec2Emulator, zone: str = ZONE) -> str:

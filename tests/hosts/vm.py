@@ -18,6 +18,13 @@ overlay, its tmpfs mounts and the sandbox. So ``sudo -n`` (the shim) works as on
 and a tool without a shim still cannot load modules, mount, change sysctls or the network, or see
 a process of this machine. Needs root here (the namespaces and mounts are made by root).
 
+SSH source rules (:meth:`VmHost.set_ssh_allow`): a list of CIDRs the host accepts SSH from, as its
+security groups say (the EC2 emulator computes them from the instance's groups and re-applies them
+when rules or members change). vminit attaches them as a BPF socket filter to the listening socket:
+a SYN from any other source is dropped, so the client's connect times out, as on EC2. ``None`` (the
+default) filters nothing. The host's own address always reaches it (:meth:`VmHost.wait_listening`
+probes from there).
+
 A reboot (the ``reboot`` shim asks for it) kills every process of the host, empties ``/run``,
 runs the shims' boot inside the host and starts sshd again; the upper layer (the "disk") stays.
 :meth:`VmHost.stop` ends the host: its namespace and every mount in it go away with its processes.
@@ -182,6 +189,8 @@ class VmHost(SimHost):
     standalone: bool = False
     #: Seconds from starting the machine to sshd accepting connections (the last start).
     boot_seconds: float = 0.0
+    #: CIDRs allowed to reach the host's SSH port (None: any source); see :meth:`set_ssh_allow`.
+    ssh_allow: tuple[str, ...] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # -- the machine -----------------------------------------------------------------------
@@ -219,6 +228,7 @@ class VmHost(SimHost):
             "dirs": [f"/home/{u}" for u in self.users] + ["/etc/ssh", "/etc/mdadm", "/etc/modules-load.d", "/opt"],
             "files": files, "sshd": self.fleet.sshd, "sshd_log": str(self.sshd_dir / "sshd.log"),
             "state_root": str(self.root), "shim_dir": str(self.fleet.bin_dir),
+            "ssh_allow": None if self.ssh_allow is None else list(self.ssh_allow),
         }
 
     def _send(self, command: str, timeout: float = 20.0) -> str:
@@ -263,6 +273,16 @@ class VmHost(SimHost):
                 if "Address already in use" in str(exc):
                     raise _AddressInUse(self.address) from None
                 raise
+
+    def set_ssh_allow(self, cidrs: Sequence[str] | None) -> None:
+        """Accept SSH only from ``cidrs`` (IPv4; ``None``: from anywhere), now and after reboots.
+
+        A packet from any other source is dropped (the client's connect times out), as an EC2 security
+        group without a matching rule does; the host's own address is always allowed."""
+        with self._lock:
+            self.ssh_allow = None if cidrs is None else tuple(str(c) for c in cidrs)
+            if self.vm is not None and self.vm.poll() is None:
+                self._send("allow " + json.dumps(None if self.ssh_allow is None else list(self.ssh_allow)))
 
     def power_off(self) -> None:
         """Kill every process of the host (sshd, sessions); its disk stays."""
@@ -329,7 +349,9 @@ class VmHost(SimHost):
                 log = (self.sshd_dir / "sshd.log").read_text(errors="replace")
                 vmlog = (self.sshd_dir / "vm.log").read_text(errors="replace")
                 raise HarnessError(f"{self.name} is down:\n{log[-1500:]}\n{vmlog[-1500:]}")
-            with contextlib.suppress(OSError), socket.create_connection((self.address, self.port), timeout=0.5):
+            # from the host's own address: its SSH source rules always let that in
+            with contextlib.suppress(OSError), socket.create_connection((self.address, self.port), timeout=0.5,
+                                                                        source_address=(self.address, 0)):
                 return
             time.sleep(0.01)
         raise HarnessError(f"sshd for {self.name} not listening on {self.address}:{self.port} after {timeout}s")

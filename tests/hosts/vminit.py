@@ -27,7 +27,17 @@ Control: one command per line on stdin, one answer per line on stdout::
     -> (config JSON, one line)       <- "ready <pid> <upper-fd>"   (or "error ...")
     -> "up 0" | "up 1" (1: boot)     <- "up <pid of the reaper>"
     -> "down"                        <- "down"
+    -> "allow <JSON>"                <- "allow <n>"   (SSH source filter, see below)
     -> "quit" or end of input        (down, then exit: the namespace and its mounts go away)
+
+SSH source filter (the host's security groups, as the EC2 emulator computes them): ``allow`` takes a
+JSON list of IPv4 CIDRs (or ``null``: no filter) and attaches a classic BPF socket filter to the
+listening socket (``SO_ATTACH_FILTER``; no privilege needed, nothing global touched). The kernel runs
+it on every segment for that socket, the SYN included, so a connection from a source no CIDR covers is
+dropped silently and the client's connect times out, as when an EC2 security group has no rule for it
+(refused connections would be a different, wrong signal). The host's own address is always allowed
+(traffic to itself never crosses its security group). The filter is kept across down/up (a reboot):
+each new listener gets it. Accepted connections keep the filter they were accepted under.
 
 The harness reads the host's files through ``/proc/<pid>/root`` (the host's "/") and its upper
 layer through ``/proc/<pid>/fd/<upper-fd>``.
@@ -37,11 +47,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ipaddress
 import json
 import os
 import platform
 import signal
 import socket
+import struct
 import sys
 from typing import Any
 
@@ -59,6 +71,9 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
+SO_ATTACH_FILTER = 26
+SO_DETACH_FILTER = 27
+SKF_NET_OFF = -0x100000  # classic BPF: offsets relative to the network (IP) header
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), 155)
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -104,6 +119,24 @@ def inside(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
+def source_filter(cidrs: list[str]) -> tuple[bytes, Any]:
+    """A ``struct sock_fprog`` (and the buffer it points at, to keep alive) that accepts IPv4 packets
+    whose source address is in one of ``cidrs`` and drops every other packet."""
+    nets = [ipaddress.ip_network(c, strict=False) for c in cidrs]
+    nets = [n for n in nets if n.version == 4]
+    src = (SKF_NET_OFF + 12) & 0xFFFFFFFF  # the IPv4 header's source address
+    insns: list[tuple[int, int, int, int]] = []
+    for i, net in enumerate(nets):
+        after = (len(nets) - i - 1) * 3  # instructions between this rule's jump and the final "drop"
+        insns.append((0x20, 0, 0, src))  # ld  [src]            (BPF_LD|BPF_W|BPF_ABS)
+        insns.append((0x54, 0, 0, int(net.netmask)))  # and #mask  (BPF_ALU|BPF_AND|BPF_K)
+        insns.append((0x15, after + 1, 0, int(net.network_address)))  # jeq #net, accept  (BPF_JMP|BPF_JEQ|BPF_K)
+    insns.append((0x06, 0, 0, 0))  # ret #0: drop
+    insns.append((0x06, 0, 0, 0xFFFFFFFF))  # ret #-1: accept the whole packet
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *x) for x in insns))
+    return struct.pack("HL", len(insns), ctypes.addressof(buf)), buf
+
+
 # --------------------------------------------------------------------------------------------
 # the machine
 
@@ -117,6 +150,25 @@ class Machine:
         self.upper_fd = -1
         self.log_fd = -1
         self.listener: socket.socket | None = None
+        #: SSH source CIDRs (None: no filter), applied to each listener this machine makes.
+        self.allow: list[str] | None = cfg.get("ssh_allow")
+
+    def set_allow(self, cidrs: list[str] | None) -> int:
+        self.allow = None if cidrs is None else [str(c) for c in cidrs]
+        if self.listener is not None:
+            self._apply_allow(self.listener)
+        return -1 if self.allow is None else len(self.allow)
+
+    def _apply_allow(self, listener: socket.socket) -> None:
+        if listener.family != socket.AF_INET:
+            return  # the filter reads IPv4 headers; simulated hosts listen on 127.x addresses
+        if self.allow is None:
+            with contextlib.suppress(OSError):  # ENOENT: no filter attached
+                listener.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
+            return
+        prog, buf = source_filter([*self.allow, f"{self.cfg['address']}/32"])
+        listener.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, prog)
+        del buf  # the kernel copied the program
 
     def setup(self) -> None:
         cfg = self.cfg
@@ -192,14 +244,22 @@ class Machine:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             listener.bind((self.cfg["address"], int(self.cfg["port"])))
             listener.listen(128)
+            self._apply_allow(listener)
         except OSError as exc:
             listener.close()
             raise RuntimeError(f"bind {self.cfg['address']}:{self.cfg['port']}: {exc.strerror}") from None
         self.listener = listener
         try:
             return self._up(boot)
-        finally:
-            listener.close()  # the host's pid 1 holds it now; it closes when the host goes down
+        except BaseException:
+            self._close_listener()
+            raise
+        # The host's pid 1 serves it now; this copy stays open only so ``allow`` can change its filter,
+        # and is closed on ``down`` (then nothing listens: connections are refused, as from a host that is off).
+
+    def _close_listener(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
             self.listener = None
 
     def _up(self, boot: bool) -> int:
@@ -306,6 +366,7 @@ class Machine:
             os._exit(2)
 
     def down(self) -> None:
+        self._close_listener()
         if not self.reaper:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -340,6 +401,9 @@ def main() -> int:
             elif cmd[:1] == ["down"]:
                 m.down()
                 print("down", flush=True)
+            elif cmd[:1] == ["allow"]:
+                n = m.set_allow(json.loads(raw.split(None, 1)[1]))
+                print(f"allow {n}", flush=True)
             elif cmd[:1] == ["quit"]:
                 break
             else:

@@ -5,8 +5,10 @@ and the plain `pulumi` CLI. boto3 inside the dynamic providers reaches the emula
 AWS_ENDPOINT_URL, as it would reach AWS through its defaults. The emulator runs with simulated hosts
 (extension h): every instance it launches is a VM-mode GPU host at the instance's private IP that
 accepts the key pair's key and prints its host key to the console, so one `pulumi up` orders the
-nodes, bootstraps them over SSH and gates them, as on AWS. The only change to the example is its
-ssh paths: a throwaway key (imported as the example's key pair) and a known_hosts file in tmp.
+nodes, bootstraps them over SSH and gates them, as on AWS. The only changes to the example are its
+ssh paths (a throwaway key, imported as the example's key pair, and a known_hosts file in tmp) and its
+``network.ssh_ingress_cidrs``, which lets in this controller (127.0.0.1/32): the emulator's security
+groups decide who reaches a simulated host's SSH port. The example's EBS key is made in the emulator's KMS.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mf-e2e-secret-must-never-reach-state-0123456789"
 ACCESS_KEY = "AKIAE2ETESTKEY000000"
 KEY_PAIR = "metalfleet-p5"  # the example's ssh.key_pair
+EBS_KEY = "alias/metalfleet-ebs"  # the example's storage.kms_key_id
+CONTROLLER_CIDR = "127.0.0.1/32"  # where this test's controller connects from
 
 
 def _client(ec2: Ec2Emulator) -> Any:
@@ -55,6 +59,9 @@ def key(ec2: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e-operator", "-f", str(path)],
                    check=True)
     _client(ec2).import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{path}.pub").read_bytes())
+    kms = boto3.client("kms", endpoint_url=ec2.url, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
+                       aws_secret_access_key=SECRET)
+    kms.create_alias(AliasName=EBS_KEY, TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"])
     return path
 
 
@@ -82,9 +89,10 @@ def _copy_example(dest: Path, key: Path, known_hosts: Path, name: str | None = N
     link_test_environment(dest)
     yaml_path = dest / "cluster.yaml"
     text = yaml_path.read_text()
-    for field, value in (("private_key", str(key)), ("known_hosts", str(known_hosts))):
+    for field, value in (("private_key", str(key)), ("known_hosts", str(known_hosts)),
+                         ("ssh_ingress_cidrs", f"[{CONTROLLER_CIDR}]")):
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
-        assert n == 1, f"examples/aws-p5/cluster.yaml has no ssh.{field} line"
+        assert n == 1, f"examples/aws-p5/cluster.yaml has no {field} line"
     if name:
         text, n = re.subn(r"^name: \S+", f"name: {name}", text, flags=re.M)
         assert n == 1
@@ -123,6 +131,14 @@ def _instances(ec2: Ec2Emulator, cluster: str) -> dict[str, dict[str, Any]]:
 
 def _live(ec2: Ec2Emulator, cluster: str) -> list[str]:
     return sorted(_instances(ec2, cluster))
+
+
+def _groups(ec2: Ec2Emulator, cluster: str) -> list[str]:
+    """The security and placement groups metalfleet made for ``cluster`` (tagged metalfleet:cluster)."""
+    mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
+    client = _client(ec2)
+    return ([g["GroupId"] for g in client.describe_security_groups(Filters=mine)["SecurityGroups"]]
+            + [g["GroupName"] for g in client.describe_placement_groups(Filters=mine)["PlacementGroups"]])
 
 
 def _bootstrapped(host: dict[str, Any]) -> bool:
@@ -176,13 +192,15 @@ def test_up_bootstraps_and_accepts_then_refresh_replace_destroy(tmp_path: Path, 
     assert not spec.ssh.pin_on_first_contact and spec.ssh.bastion is None
 
     up = project.pulumi("up", "--yes", "--skip-preview")
-    assert "+ 7 created" in up.stdout, up.stdout  # stack, cluster, 2 nodes, 2 bootstraps, the gate
+    # stack, cluster, its network (security + placement group), 2 nodes, 2 bootstraps, the gate
+    assert "+ 8 created" in up.stdout, up.stdout
     ids = _check_ready(project, ec2, spec.name, spec.count)["node_ids"]
+    assert len(_groups(ec2, spec.name)) == 2
 
     # A second `up` changes nothing: preview with --expect-no-changes fails on any diff.
     project.pulumi("preview", "--expect-no-changes")
     again = project.pulumi("up", "--yes", "--skip-preview")
-    assert "7 unchanged" in again.stdout, again.stdout
+    assert "8 unchanged" in again.stdout, again.stdout
     assert _live(ec2, spec.name) == sorted(ids)
 
     # Terminated behind Pulumi's back: refresh drops it, the next up replaces only that node, bootstraps
@@ -200,6 +218,7 @@ def test_up_bootstraps_and_accepts_then_refresh_replace_destroy(tmp_path: Path, 
     project.pulumi("destroy", "--yes", "--skip-preview")
     assert _live(ec2, spec.name) == []
     assert ec2.sim_hosts() == []
+    assert _groups(ec2, spec.name) == [], "destroy leaves nothing metalfleet made for the cluster"
 
     state = "\n".join(p.read_text(errors="replace") for p in project.state.rglob("*") if p.is_file())
     assert state, "the file backend wrote no state"
@@ -231,6 +250,7 @@ def test_a_node_that_fails_acceptance_fails_the_up_and_is_quarantined(tmp_path: 
         project.pulumi("destroy", "--yes", "--skip-preview")
     assert _live(ec2, cluster) == []
     assert ec2.sim_hosts() == []
+    assert _groups(ec2, cluster) == []
 
 
 def test_python_api_example_previews_against_the_emulator(tmp_path: Path, ec2: Ec2Emulator, key: Path) -> None:
