@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from .checks import ACCEPTANCE_CHECKS
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
 from .textfile import BadFileError, read_text_file, shorten
@@ -173,15 +174,6 @@ class BootstrapSpec(_Strict):
     profile: str | None = Field(None, description="profile name; default follows provider and offering")
     #: Per-step settings that override the offering defaults, keyed by step name.
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-
-#: The acceptance gate's check names (metalfleet.bootstrap.acceptance.gate judges them; here so that a spec
-#: naming one is validated before anything runs).
-ACCEPTANCE_CHECKS = (
-    "gpu-count", "gpu-model", "gpu-memory", "gpu-ecc", "gpu-memory-health", "gpu-persistence", "gpu-fabric-state",
-    "gpu-interconnect", "nvlink-links", "fabric-ports", "nccl-correctness", "nccl-launch", "nccl-transport",
-    "allreduce-busbw", "dcgm-diag", "npu-health", "npu-nic", "storage-raid", "storage-nvme",
-)
 
 
 class AcceptanceSpec(_Strict):

@@ -50,7 +50,7 @@ def install_shim() -> Path:
     (pkg / "__init__.py").write_text("")
     (pkg / "providers" / "__init__.py").write_text("")  # skip providers/__init__ (pydantic, tenacity ...)
     (pkg / "bootstrap" / "__init__.py").write_text("")
-    for mod in ("errors.py", "textfile.py"):  # stdlib only: the error tree and the one text-file reader
+    for mod in ("errors.py", "textfile.py", "checks.py"):  # stdlib only: errors, the text-file reader, check names
         (pkg / "providers" / mod).symlink_to(REPO / "providers" / mod)
     for sub in ("parsers", "acceptance"):
         (pkg / "bootstrap" / sub).symlink_to(REPO / "bootstrap" / sub, target_is_directory=True)

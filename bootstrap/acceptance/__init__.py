@@ -6,7 +6,7 @@ ports active) and fast (all_reduce bus bandwidth within the threshold of the off
 A check that could not be judged is reported as skipped, never as passed; see :mod:`.gate`.
 
 Pure parts (parsers, gate, reports, offline) import nothing outside the standard library,
-``providers.errors`` and the check names beside the spec (``providers.spec.ACCEPTANCE_CHECKS``). The
+``providers.errors``, ``providers.textfile`` and the check names (``providers.checks``). The
 live parts load on first use (they need the SSH connector): :func:`run_acceptance` and
 :func:`format_table` (:mod:`.live`), :class:`AcceptanceOptions` (:mod:`.probes`), :func:`accept_cluster`
 and the quarantine file (:mod:`.quarantine`).

@@ -41,8 +41,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from metalfleet.providers.checks import ACCEPTANCE_CHECKS
 from metalfleet.providers.errors import InvalidSpecError
-from metalfleet.providers.spec import ACCEPTANCE_CHECKS
 
 from ..parsers.ascend import (
     HcclTestReport,

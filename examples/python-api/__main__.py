@@ -5,6 +5,7 @@ Run with `pulumi up` in this folder (Pulumi.yaml beside it), or import `declare`
     pulumi config set image ami-0123456789abcdef0
     pulumi config set subnetId subnet-0123456789abcdef0
     pulumi config set keyPair my-key-pair
+    pulumi config set --path 'sshIngressCidrs[0]' 10.0.0.0/16   # where `pulumi up` reaches the nodes from
     pulumi config set --secret privateKey ~/.ssh/my-key      # a path, or the key itself:
     #   pulumi config set --secret privateKey < ~/.ssh/my-key
     pulumi preview
@@ -29,7 +30,8 @@ def declare() -> GpuCluster:
         "requirements": {"gpu": "H100", "min_gpus": 8, "fabric": "efa"},
         "count": cfg.get_int("count") or 2,
         "image": cfg.require("image"),
-        "network": {"subnet_id": cfg.require("subnetId")},
+        "network": {"subnet_id": cfg.require("subnetId"),
+                    "ssh_ingress_cidrs": cfg.get_object("sshIngressCidrs") or []},
         "ssh": {"user": cfg.get("sshUser") or "ubuntu", "key_pair": cfg.get("keyPair"),
                 "known_hosts": cfg.get("knownHosts")},
         "storage": {"kms_key_id": cfg.get("kmsKeyId"), "root": {"size_gib": 500}},

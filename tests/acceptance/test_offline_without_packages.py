@@ -1,6 +1,7 @@
 """tools/gpu_acceptance_check.py runs on GPU hosts with only python3: its import shim links the parsers,
-the acceptance code, providers/errors.py and providers/textfile.py. Reading and judging saved outputs
-(bad bytes included) must work there without any third-party package (``python -S``: no site-packages)."""
+the acceptance code, providers/errors.py, providers/textfile.py and providers/checks.py. Reading and
+judging saved outputs (bad bytes included) must work there without any third-party package (``python -S``:
+no site-packages)."""
 
 from __future__ import annotations
 

@@ -59,10 +59,15 @@ def key(ec2: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e-operator", "-f", str(path)],
                    check=True)
     _client(ec2).import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{path}.pub").read_bytes())
+    _create_ebs_key(ec2)
+    return path
+
+
+def _create_ebs_key(ec2: Ec2Emulator) -> None:
+    """The example's EBS key in the emulator's KMS (an unknown key fails the launch, as on AWS)."""
     kms = boto3.client("kms", endpoint_url=ec2.url, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key=SECRET)
     kms.create_alias(AliasName=EBS_KEY, TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"])
-    return path
 
 
 class Project:

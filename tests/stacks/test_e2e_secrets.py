@@ -41,7 +41,16 @@ import pytest
 from metalfleet.stacks.engine import engine_env
 from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
 from tests.emulators.fixtures import IMAGE
-from tests.stacks.test_e2e_aws import KEY_PAIR, _client, _copy_example, _instances, _live
+from tests.stacks.projects import link_test_environment
+from tests.stacks.test_e2e_aws import (
+    CONTROLLER_CIDR,
+    KEY_PAIR,
+    _client,
+    _copy_example,
+    _create_ebs_key,
+    _instances,
+    _live,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws-secrets"),
               pytest.mark.requires_root("the emulator's simulated hosts")]
@@ -64,6 +73,7 @@ def operator_key(ec2: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory) -> 
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e-operator", "-f", str(path)],
                    check=True)
     _client(ec2).import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{path}.pub").read_bytes())
+    _create_ebs_key(ec2)
     return path
 
 
@@ -234,6 +244,7 @@ def test_python_api_example_keeps_key_material_secret(tmp_path: Path, ec2: Ec2Em
     """examples/python-api: the key material itself set with --secret privateKey, up and destroy."""
     folder = tmp_path / "python-api"
     shutil.copytree(ROOT / "examples" / "python-api", folder)
+    link_test_environment(folder)
     p = SecretProject(folder, _env(tmp_path, ec2, planted))
     p.pulumi("login", f"file://{tmp_path / 'state'}")
     p.pulumi("stack", "init", "api")
@@ -241,6 +252,7 @@ def test_python_api_example_keeps_key_material_secret(tmp_path: Path, ec2: Ec2Em
                    ("keyPair", KEY_PAIR), ("count", "1"), ("name", "api-secrets"),
                    ("knownHosts", str(tmp_path / "known_hosts"))):
         p.pulumi("config", "set", k, val)
+    p.pulumi("config", "set", "--path", "sshIngressCidrs[0]", CONTROLLER_CIDR)
     p.pulumi("config", "set", "--secret", "privateKey", stdin=planted.key_path.read_text())
     preview = json.loads(p.pulumi("preview", "--json").stdout)
     boot = next(s for s in preview["steps"] if s["urn"].endswith("::api-secrets-0-bootstrap"))
