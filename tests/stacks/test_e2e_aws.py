@@ -54,20 +54,19 @@ def ec2() -> Iterator[Ec2Emulator]:
 
 @pytest.fixture(scope="module")
 def key(ec2: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A throwaway operator key, imported into the emulator as the example's key pair."""
-    path = tmp_path_factory.mktemp("operator") / "metalfleet-p5"
+    return operator_key_for(ec2, tmp_path_factory.mktemp("operator") / "metalfleet-p5")
+
+
+def operator_key_for(ec2: Ec2Emulator, path: Path) -> Path:
+    """A throwaway operator key at ``path``, imported into the emulator as the example's key pair, and the
+    example's EBS key made in the emulator's KMS (an unknown key pair or KMS key fails the launch, as on AWS)."""
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e-operator", "-f", str(path)],
                    check=True)
     _client(ec2).import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{path}.pub").read_bytes())
-    _create_ebs_key(ec2)
-    return path
-
-
-def _create_ebs_key(ec2: Ec2Emulator) -> None:
-    """The example's EBS key in the emulator's KMS (an unknown key fails the launch, as on AWS)."""
     kms = boto3.client("kms", endpoint_url=ec2.url, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key=SECRET)
     kms.create_alias(AliasName=EBS_KEY, TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"])
+    return path
 
 
 class Project:

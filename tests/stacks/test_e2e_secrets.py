@@ -45,11 +45,10 @@ from tests.stacks.projects import link_test_environment
 from tests.stacks.test_e2e_aws import (
     CONTROLLER_CIDR,
     KEY_PAIR,
-    _client,
     _copy_example,
-    _create_ebs_key,
     _instances,
     _live,
+    operator_key_for,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws-secrets"),
@@ -68,13 +67,7 @@ def ec2() -> Iterator[Ec2Emulator]:
 
 @pytest.fixture(scope="module")
 def operator_key(ec2: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A throwaway key, imported into the emulator as the examples' key pair."""
-    path = tmp_path_factory.mktemp("operator") / "id"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e-operator", "-f", str(path)],
-                   check=True)
-    _client(ec2).import_key_pair(KeyName=KEY_PAIR, PublicKeyMaterial=Path(f"{path}.pub").read_bytes())
-    _create_ebs_key(ec2)
-    return path
+    return operator_key_for(ec2, tmp_path_factory.mktemp("operator") / "id")
 
 
 def _token(n: int, alphabet: str = string.ascii_lowercase + string.digits) -> str:
