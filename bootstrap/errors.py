@@ -8,7 +8,7 @@
     ├── HostKeyError                we will not talk to this host: its key is not the one we trust
     │   ├── HostKeyChanged          the key differs from known_hosts or from the provider's pinned key
     │   └── HostKeyUnknown          no recorded key and trust-on-first-use was not asked for
-    ├── TimeoutError
+    ├── OperationTimeout
     │   ├── CommandTimeout          a command ran past its per-command timeout
     │   └── RebootTimeout           a host did not come back after a reboot
     ├── TransientError
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 # mypy cannot follow setuptools' editable mapping of metalfleet.providers, so these bases look like Any
 # to it; the "type: ignore[misc]" on each subclass is for that alone.
-from metalfleet.providers.errors import AuthError, MetalfleetError, TimeoutError, TransientError
+from metalfleet.providers.errors import AuthError, MetalfleetError, OperationTimeout, TransientError
 
 __all__ = [
     "CommandFailed",
@@ -79,7 +79,7 @@ class HostKeyUnknown(HostKeyError):
     """No recorded or pinned key for the host, and trust-on-first-use is off."""
 
 
-class CommandTimeout(TimeoutError):  # type: ignore[misc]
+class CommandTimeout(OperationTimeout):  # type: ignore[misc]
     def __init__(self, message: str, *, host: str, argv: Sequence[str], timeout: float) -> None:
         super().__init__(message, code="command-timeout")
         self.host = host
@@ -87,7 +87,7 @@ class CommandTimeout(TimeoutError):  # type: ignore[misc]
         self.timeout = timeout
 
 
-class RebootTimeout(TimeoutError):  # type: ignore[misc]
+class RebootTimeout(OperationTimeout):  # type: ignore[misc]
     def __init__(self, message: str, *, host: str) -> None:
         super().__init__(message, code="reboot-timeout")
         self.host = host

@@ -21,6 +21,11 @@ An inventory file::
     pin_on_first_contact: false
 
 ``hosts`` may also be a mapping of name -> fields. Unknown keys are errors naming the field.
+
+A host's hardware traits come from metalfleet's offering catalogue (:mod:`metalfleet.providers.catalog`)
+for its ``provider`` and ``offering``, and traits given in the file win over them. Parsing a file never
+calls a provider: an offering the catalogue does not know, with no traits given, is an error naming the
+field (``hosts.1.offering``).
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from metalfleet.providers.catalog import CatalogOffering, load_catalog
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import Fabric, Interconnect, Node, Offering
 from metalfleet.providers.spec import ClusterSpec, load_yaml, parse_spec
+from metalfleet.providers.tags import node_index
 from metalfleet.providers.textfile import shorten
 
 from .ssh import Endpoint, SshOptions
@@ -43,6 +50,8 @@ from .ssh import Endpoint, SshOptions
 __all__ = ["Host", "Inventory", "NodeTraits", "hosts_from_spec", "load_inventory", "load_target", "parse_inventory",
            "traits_for"]
 
+#: The catalogue's Vendor, spelled again: mypy reads metalfleet.providers as Any from a source checkout (it
+#: does not follow setuptools' editable mapping), and the steps compare vendors as str. A test keeps them equal.
 Vendor = Literal["nvidia", "ascend", "none"]
 
 
@@ -70,38 +79,16 @@ class NodeTraits:
         return cls(vendor=vendor, gpu_model=o.gpu_model, gpu_count=o.gpu_count, interconnect=o.interconnect,
                    fabric=o.fabric, fabric_cards=o.fabric_cards, nvme_count=o.nvme_count)
 
-
-#: Traits of offerings commonly bootstrapped from an inventory file (no provider API call needed).
-KNOWN_OFFERINGS: dict[tuple[str, str], NodeTraits] = {
-    ("aws", "p5.48xlarge"): NodeTraits("nvidia", "H100", 8, Interconnect.NVSWITCH, Fabric.EFA, 32, 8),
-    ("aws", "p5e.48xlarge"): NodeTraits("nvidia", "H200", 8, Interconnect.NVSWITCH, Fabric.EFA, 32, 8),
-    ("aws", "p5en.48xlarge"): NodeTraits("nvidia", "H200", 8, Interconnect.NVSWITCH, Fabric.EFA, 16, 8),
-    ("aws", "p4d.24xlarge"): NodeTraits("nvidia", "A100", 8, Interconnect.NVSWITCH, Fabric.EFA, 4, 8),
-    ("aws", "p4de.24xlarge"): NodeTraits("nvidia", "A100", 8, Interconnect.NVSWITCH, Fabric.EFA, 4, 8),
-    ("aws", "g5.48xlarge"): NodeTraits("nvidia", "A10G", 8, Interconnect.PCIE, Fabric.NONE, 0, 2),
-    ("alibaba", "ecs.ebmgn8v.48xlarge"): NodeTraits("nvidia", "H20", 8, Interconnect.NVSWITCH, Fabric.ERDMA, 8, 0),
-    ("alibaba", "ecs.ebmgn7ex.32xlarge"): NodeTraits("nvidia", "A100", 8, Interconnect.NVSWITCH, Fabric.ERDMA, 4, 0),
-    ("huawei", "physical.kat2e.48xlarge.8.313t"): NodeTraits("ascend", "910B", 8, Interconnect.HCCS, Fabric.HCCS,
-                                                             8, 4),
-}
+    @classmethod
+    def from_catalog(cls, e: CatalogOffering) -> NodeTraits:
+        return cls(vendor=e.vendor, gpu_model=e.gpu_model, gpu_count=e.gpu_count, interconnect=e.interconnect,
+                   fabric=e.fabric, fabric_cards=e.fabric_cards, nvme_count=e.nvme_count)
 
 
 def traits_for(provider: str | None, offering: str | None) -> NodeTraits | None:
-    """Traits of a named offering: the built-in table, then the provider driver's own offerings."""
-    if not provider or not offering:
-        return None
-    known = KNOWN_OFFERINGS.get((provider, offering))
-    if known:
-        return known
-    try:
-        from metalfleet.providers.registry import get_driver
-
-        for o in get_driver(provider).offerings():
-            if o.name == offering:
-                return NodeTraits.from_offering(o)
-    except Exception:
-        return None
-    return None
+    """Traits of a named offering from the offering catalogue; None when it is not there (no provider call)."""
+    entry = load_catalog().get(provider, offering) if provider and offering else None
+    return NodeTraits.from_catalog(entry) if entry else None
 
 
 @dataclass(frozen=True)
@@ -205,9 +192,9 @@ def _build_host(name: str, entry: _HostFields, defaults: _HostFields, where: str
     traits = traits_for(provider, offering)
     explicit = {a: pick(a) for a in _TRAIT_FIELDS if pick(a) is not None}
     if traits is None and offering and not explicit:
-        raise InvalidSpecError(f"{where}: offering {offering!r} of provider {provider!r} is not known here; "
-                               f"give its traits ({', '.join(_TRAIT_FIELDS)})", field=f"{where}.offering",
-                               value=offering)
+        raise InvalidSpecError(f"{where}: offering {offering!r} of provider {provider!r} is not in metalfleet's "
+                               f"offering catalogue; give its traits ({', '.join(_TRAIT_FIELDS)})",
+                               field=f"{where}.offering", value=offering)
     traits = replace(traits or NodeTraits(), **explicit)
     return Host(name=name, address=address, port=pick("port") or 22, user=pick("user") or "root",
                 key=pick("key"), bastion=pick("bastion"), provider=provider, offering=offering, traits=traits,
@@ -276,19 +263,25 @@ def hosts_from_spec(spec: ClusterSpec, nodes: Sequence[Node], offering: Offering
     """Hosts for the provider's ``nodes`` of ``spec``: private IPs, the spec's SSH settings.
 
     A node's ``extra["host_keys"]`` (key lines the driver read from the console output) become
-    pinned keys. ``offering`` supplies the hardware traits; without it the built-in table or the
-    provider's driver is asked.
+    pinned keys. ``offering`` (the driver's, as :func:`~metalfleet.providers.fleet.resolve_offering`
+    returns it) supplies the hardware traits; without it they come from the offering catalogue, and an
+    offering the catalogue does not know is an error naming it (no provider is asked).
     """
-    traits = NodeTraits.from_offering(offering) if offering else traits_for(spec.provider, spec.offering)
+    if offering is not None:
+        traits: NodeTraits | None = NodeTraits.from_offering(offering)
+    else:
+        name = spec.offering or next((n.offering for n in nodes if n.offering), None)
+        traits = traits_for(spec.provider, name)
+        if traits is None and name:
+            raise InvalidSpecError(f"offering {name!r} of provider {spec.provider!r} is not in metalfleet's offering "
+                                   "catalogue: pass the driver's Offering (hosts_from_spec(spec, nodes, offering))",
+                                   field="offering", value=name)
     hosts: list[Host] = []
     pinned: dict[str, list[str]] = {}
     for pos, node in enumerate(nodes):
         if not node.private_ip:
             raise InvalidSpecError(f"node {node.id} has no private IP yet", field="nodes", value=node.id)
-        try:
-            index = int(node.tags.get("metalfleet:index", pos))
-        except ValueError:
-            index = pos
+        index = node_index(node.tags, pos)
         keys = tuple(node.extra.get("host_keys", ()) or ())
         h = Host(name=node.name or node.id, address=node.private_ip, port=spec.ssh.port, user=spec.ssh.user,
                  key=spec.ssh.private_key, bastion=spec.ssh.bastion, provider=node.provider,

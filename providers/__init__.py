@@ -3,7 +3,7 @@
 Importing this package imports no cloud SDK; a driver's SDK loads when the driver is asked for.
 """
 
-from .contract import ComputeDriver, PowerDriver, PowerState, ProgressCallback, TaggingDriver
+from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress, PowerDriver, PowerState, TaggingDriver
 from .errors import (
     AuthError,
     CapacityError,
@@ -11,10 +11,10 @@ from .errors import (
     InvalidSpecError,
     MetalfleetError,
     NotFoundError,
+    OperationTimeout,
     ProviderError,
     QuotaError,
     RateLimitedError,
-    TimeoutError,
     TransientError,
 )
 from .fleet import OrderFailed, order_cluster, plan, release_cluster, resolve_offering
@@ -38,6 +38,7 @@ __all__ = [
     "AuthError",
     "BillingModel",
     "CapacityError",
+    "ClusterResourcesDriver",
     "ClusterSpec",
     "ComputeDriver",
     "ConflictError",
@@ -50,17 +51,17 @@ __all__ = [
     "NodeState",
     "NotFoundError",
     "Offering",
+    "OperationTimeout",
     "OrderFailed",
+    "OrderProgress",
     "PowerDriver",
     "PowerState",
     "Price",
-    "ProgressCallback",
     "ProviderError",
     "QuotaError",
     "RateLimitedError",
     "RetryPolicy",
     "TaggingDriver",
-    "TimeoutError",
     "TransientError",
     "VolumeSpec",
     "available_drivers",

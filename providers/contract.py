@@ -12,11 +12,11 @@ from typing import Protocol, runtime_checkable
 
 from .models import Node, NodeSpec, NodeState, Offering
 
-__all__ = ["ClusterResourcesDriver", "ComputeDriver", "PowerDriver", "PowerState", "ProgressCallback",
-           "TaggingDriver"]
+__all__ = ["ClusterResourcesDriver", "ComputeDriver", "OrderProgress", "PowerDriver", "PowerState", "TaggingDriver"]
 
-#: Called by ``wait`` with the nodes as last seen, each poll.
-ProgressCallback = Callable[[Sequence[Node]], None]
+#: Called by ``wait`` with the nodes as last seen, each poll. (Not bootstrap's ProgressCallback, which
+#: takes one ProgressEvent.)
+OrderProgress = Callable[[Sequence[Node]], None]
 
 
 @runtime_checkable
@@ -52,9 +52,9 @@ class ComputeDriver(Protocol):
         *,
         timeout: float = 1800.0,
         poll: float = 5.0,
-        progress: ProgressCallback | None = None,
+        progress: OrderProgress | None = None,
     ) -> list[Node]:
-        """Block until every node is in ``state``; TimeoutError past ``timeout``."""
+        """Block until every node is in ``state``; OperationTimeout past ``timeout``."""
         ...
 
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:

@@ -9,7 +9,7 @@
     ├── CapacityError               the provider has no capacity in the zone; never retried here
     ├── NotFoundError               the node/resource does not exist
     ├── ConflictError               the request conflicts with existing state (e.g. idempotency key reuse)
-    ├── TimeoutError                a wait ran past its deadline
+    ├── OperationTimeout            a wait ran past its deadline
     ├── TransientError              a fault worth retrying (5xx, connection reset)
     │   └── RateLimitedError        throttled; carries retry_after when the provider says
     └── ProviderError               anything else the provider said no to
@@ -27,10 +27,10 @@ __all__ = [
     "InvalidSpecError",
     "MetalfleetError",
     "NotFoundError",
+    "OperationTimeout",
     "ProviderError",
     "QuotaError",
     "RateLimitedError",
-    "TimeoutError",
     "TransientError",
 ]
 
@@ -97,8 +97,9 @@ class ConflictError(MetalfleetError):
     """The request conflicts with existing state."""
 
 
-class TimeoutError(MetalfleetError):
-    """A wait ran past its deadline."""
+class OperationTimeout(MetalfleetError):
+    """A wait ran past its deadline. (Named so as not to shadow the builtin TimeoutError, which socket
+    and subprocess timeouts raise and which this is not.)"""
 
 
 class TransientError(MetalfleetError):

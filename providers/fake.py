@@ -15,23 +15,16 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import date
 from pathlib import Path
 from typing import Any
 
-from .contract import ProgressCallback
-from .errors import CapacityError, InvalidSpecError, NotFoundError, RateLimitedError, TimeoutError
-from .models import BillingModel, Fabric, Interconnect, Node, NodeSpec, NodeState, Offering, Price
+from .catalog import load_catalog
+from .contract import OrderProgress
+from .errors import CapacityError, InvalidSpecError, NotFoundError, OperationTimeout, RateLimitedError
+from .models import Node, NodeSpec, NodeState, Offering
+from .tags import TAG_CLUSTER
 
 __all__ = ["FakeDriver"]
-
-_AS_OF = date(2026, 11, 1)
-_OFFERINGS = (
-    Offering("fake", "fake.8xh100", "H100", 8, 80, Interconnect.NVSWITCH, 900.0, Fabric.INFINIBAND, 8, 3200.0,
-             192, 2048, 8, 3576, True, (Price(BillingModel.ON_DEMAND, 20.0, "USD", _AS_OF, "fake"),)),
-    Offering("fake", "fake.8xa100", "A100", 8, 80, Interconnect.NVSWITCH, 600.0, Fabric.ROCE, 4, 400.0,
-             96, 1152, 8, 1000, True, (Price(BillingModel.ON_DEMAND, 12.0, "USD", _AS_OF, "fake"),)),
-)
 
 
 class FakeDriver:
@@ -102,10 +95,11 @@ class FakeDriver:
 
     # -- contract ------------------------------------------------------------------------------
     def offerings(self) -> list[Offering]:
-        return list(_OFFERINGS)
+        """Exactly the catalogue's fake offerings (facts and prices from providers/data/catalog.json)."""
+        return load_catalog().offerings(self.name, self.region)
 
     def validate(self, spec: NodeSpec) -> None:
-        if spec.offering not in {o.name for o in _OFFERINGS}:
+        if spec.offering not in {e.name for e in load_catalog().of(self.name, orderable=True)}:
             raise InvalidSpecError(f"unknown offering {spec.offering!r} for provider fake",
                                    field="offering", value=spec.offering, provider=self.name)
         if not spec.image:
@@ -147,10 +141,10 @@ class FakeDriver:
         self._maybe_throttle()
         with self._state() as st:
             return [self._node(r) for r in st["nodes"].values()
-                    if r["tags"].get("metalfleet:cluster") == cluster and r["state"] != "terminated"]
+                    if r["tags"].get(TAG_CLUSTER) == cluster and r["state"] != "terminated"]
 
     def wait(self, node_ids: Sequence[str], state: NodeState = NodeState.RUNNING, *, timeout: float = 1800.0,
-             poll: float = 0.05, progress: ProgressCallback | None = None) -> list[Node]:
+             poll: float = 0.05, progress: OrderProgress | None = None) -> list[Node]:
         deadline = time.monotonic() + timeout
         while True:
             nodes = [self.get(i) for i in node_ids]
@@ -160,7 +154,7 @@ class FakeDriver:
                 return nodes
             if time.monotonic() > deadline:
                 waiting = [n.id for n in nodes if n.state != state]
-                raise TimeoutError(f"nodes {waiting} not {state.value} after {timeout:.0f}s", provider=self.name)
+                raise OperationTimeout(f"nodes {waiting} not {state.value} after {timeout:.0f}s", provider=self.name)
             time.sleep(poll)
 
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from .contract import ClusterResourcesDriver, ComputeDriver, ProgressCallback
+from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress
 from .errors import ConflictError, InvalidSpecError, MetalfleetError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
@@ -106,7 +106,7 @@ def order_cluster(
     max_workers: int = 64,
     wait: bool = True,
     timeout: float = 1800.0,
-    progress: ProgressCallback | None = None,
+    progress: OrderProgress | None = None,
     on_ordered: Callable[[Node], None] | None = None,
     policy: RetryPolicy = DEFAULT_POLICY,
     rollback: bool = True,

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from .checks import ACCEPTANCE_CHECKS
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
+from .tags import TAG_CLUSTER, TAG_INDEX, TAG_NAME, TAG_PREFIX
 from .textfile import BadFileError, read_text_file, shorten
 from .yamlfile import parse_yaml
 
@@ -122,7 +123,7 @@ class VolumeModel(_Strict):
     device_name: str | None = None
 
 
-class HotTier(_Strict):
+class HotTierSpec(_Strict):
     """Local NVMe assembled into RAID0."""
 
     raid_level: Literal[0] = 0
@@ -130,7 +131,7 @@ class HotTier(_Strict):
     mount: str = "/scratch"
 
 
-class WarmTier(_Strict):
+class WarmTierSpec(_Strict):
     """Parallel file system client mount."""
 
     kind: Literal["lustre", "fsx-lustre", "cpfs", "sfs-turbo", "gpfs", "nfs"]
@@ -139,7 +140,7 @@ class WarmTier(_Strict):
     options: str | None = None
 
 
-class ColdTier(_Strict):
+class ColdTierSpec(_Strict):
     """Object storage mount or sync tool."""
 
     kind: Literal["s3", "oss", "obs"]
@@ -152,9 +153,9 @@ class StorageSpec(_Strict):
     root: VolumeModel = VolumeModel(size_gib=200)
     data: list[VolumeModel] = Field(default_factory=list)
     kms_key_id: str | None = Field(None, description="default KMS key for every volume")
-    hot: HotTier | None = None
-    warm: WarmTier | None = None
-    cold: ColdTier | None = None
+    hot: HotTierSpec | None = None
+    warm: WarmTierSpec | None = None
+    cold: ColdTierSpec | None = None
 
 
 class SshSpec(_Strict):
@@ -233,11 +234,11 @@ class ClusterSpec(_Strict):
     def _tag_rules(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         """Tags are checked against the provider's rules here, before any call (errors name tags.<key>)."""
         for key in v:
-            if key.lower().startswith("metalfleet:"):
-                raise _bad(f".{key}", key, f"tag key {key!r}: the metalfleet: prefix is metalfleet's own "
-                           "(metalfleet:cluster finds the cluster's nodes)")
+            if key.lower().startswith(TAG_PREFIX):
+                raise _bad(f".{key}", key, f"tag key {key!r}: the {TAG_PREFIX} prefix is metalfleet's own "
+                           f"({TAG_CLUSTER} finds the cluster's nodes)")
         if info.data.get("provider") == "aws":
-            from .aws import tag_problems
+            from .aws.validation import tag_problems
 
             network = info.data.get("network")
             problems = tag_problems(v, public_ip=bool(network and network.public_ip))
@@ -250,7 +251,7 @@ class ClusterSpec(_Strict):
     def _provider_placement_rules(self) -> ClusterSpec:
         """What the provider would refuse about placement, refused here, before any call."""
         if self.provider == "aws" and self.placement.strategy == "spread":
-            from .aws import SPREAD_MAX_PER_ZONE
+            from .aws.validation import SPREAD_MAX_PER_ZONE
 
             if self.count > SPREAD_MAX_PER_ZONE:
                 raise _bad(".placement.strategy", "spread",
@@ -274,7 +275,7 @@ class ClusterSpec(_Strict):
         return self.placement.group_name or f"{self.name}-pg"
 
     def all_tags(self) -> dict[str, str]:
-        return {"metalfleet:cluster": self.name, **self.tags}
+        return {TAG_CLUSTER: self.name, **self.tags}
 
     def node_spec(self, index: int, offering: str, generation: int = 0) -> NodeSpec:
         """The NodeSpec for node ``index``, with encryption defaults applied to every volume."""
@@ -308,7 +309,7 @@ class ClusterSpec(_Strict):
             key_name=self.ssh.key_pair,
             root_volume=vol(self.storage.root),
             data_volumes=tuple(vol(v) for v in self.storage.data),
-            tags={**self.all_tags(), "metalfleet:index": str(index), "Name": f"{self.name}-{index}"},
+            tags={**self.all_tags(), TAG_INDEX: str(index), TAG_NAME: f"{self.name}-{index}"},
             generation=generation,
         )
 

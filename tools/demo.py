@@ -88,8 +88,10 @@ def leftovers(ec2: Ec2Emulator, cluster: str) -> dict[str, int]:
     placement groups metalfleet made for it (tagged metalfleet:cluster)."""
     import boto3
 
+    from metalfleet.providers.tags import TAG_CLUSTER
+
     client = boto3.client("ec2", endpoint_url=ec2.url, region_name="us-east-1")
-    mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
+    mine = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
     res = client.describe_instances(Filters=[*mine, {"Name": "instance-state-name",
                                                      "Values": ["pending", "running", "stopping", "stopped"]}])
     return {"instance(s)": sum(len(r["Instances"]) for r in res["Reservations"]),

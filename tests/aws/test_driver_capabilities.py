@@ -6,7 +6,8 @@ import pytest
 
 from metalfleet.bootstrap.acceptance.quarantine import TaggingDriver, tag_node
 from metalfleet.providers import NodeState
-from metalfleet.providers.aws import AwsDriver, host_keys_from_console
+from metalfleet.providers.aws import AwsDriver
+from metalfleet.providers.console import host_keys_from_console
 from metalfleet.providers.errors import InvalidSpecError, NotFoundError
 from tests.emulators.ec2_server import Ec2Emulator
 

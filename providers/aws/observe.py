@@ -1,0 +1,224 @@
+"""Reading instances back: EC2's answers -> neutral Nodes, states, host keys, and waiting for a state.
+
+Polls use DescribeInstanceStatus, whose answers stay small for hundreds of EFA nodes; the rest of each
+node is what RunInstances or an earlier DescribeInstances returned (kept per driver). Host keys come from
+the console output (:mod:`metalfleet.providers.console`), read once per instance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..console import host_keys_from_console
+from ..contract import OrderProgress
+from ..errors import MetalfleetError, NotFoundError, OperationTimeout, ProviderError
+from ..models import Node, NodeState
+from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
+from .errors import PROVIDER, boundary
+
+__all__ = ["LIVE_STATES", "STATE_TABLE", "Observer", "node_from_instance"]
+
+#: EC2 instance state name -> neutral state; anything else is UNKNOWN.
+STATE_TABLE: Mapping[str, NodeState] = {
+    "pending": NodeState.PENDING,
+    "running": NodeState.RUNNING,
+    "stopping": NodeState.STOPPING,
+    "stopped": NodeState.STOPPED,
+    "shutting-down": NodeState.TERMINATING,
+    "terminated": NodeState.TERMINATED,
+}
+#: The states ``list_nodes`` asks for: every one but terminated.
+LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+
+
+def node_from_instance(inst: Mapping[str, Any], region: str, host_keys: Sequence[str] = ()) -> Node:
+    """The Node for one instance record of RunInstances or DescribeInstances."""
+    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+    nics = inst.get("NetworkInterfaces", [])
+    placement = inst.get("Placement") or {}
+    extra: dict[str, Any] = {
+        "idempotency_key": inst.get("ClientToken") or tags.get(TAG_KEY),
+        "efa_interfaces": sum(1 for n in nics if n.get("InterfaceType") in ("efa", "efa-only")),
+        "placement_group": placement.get("GroupName") or None,
+        "capacity_reservation_id": inst.get("CapacityReservationId"),
+        "lifecycle": inst.get("InstanceLifecycle") or "on-demand",
+        "subnet_id": inst.get("SubnetId"),
+        "vpc_id": inst.get("VpcId"),
+        "image": inst.get("ImageId"),
+        "ec2_state": (inst.get("State") or {}).get("Name"),
+    }
+    reason = (inst.get("StateReason") or {}).get("Message")
+    if reason:
+        extra["state_reason"] = reason
+    if host_keys:
+        extra["host_keys"] = list(host_keys)
+    return Node(
+        id=str(inst["InstanceId"]),
+        provider=PROVIDER,
+        region=region,
+        state=NodeState.map(STATE_TABLE, (inst.get("State") or {}).get("Name")),
+        offering=str(inst.get("InstanceType", "")),
+        zone=placement.get("AvailabilityZone"),
+        private_ip=inst.get("PrivateIpAddress"),
+        public_ip=inst.get("PublicIpAddress") or None,
+        name=tags.get(TAG_NAME),
+        tags=tags,
+        extra=extra,
+    )
+
+
+class Observer:
+    """Reads instances for one driver and keeps the last full view of each (``seen``) and the host keys
+    read from each console (never empty), so polls stay small."""
+
+    def __init__(self, ec2: Callable[[], Any], region: str) -> None:
+        self._ec2 = ec2
+        self.region = region
+        self._lock = threading.Lock()
+        self.seen: dict[str, Node] = {}
+        self.keys: dict[str, tuple[str, ...]] = {}
+
+    def node(self, inst: Mapping[str, Any]) -> Node:
+        """The Node for ``inst``, remembered as the last full view of it."""
+        node = node_from_instance(inst, self.region, self.keys.get(str(inst["InstanceId"]), ()))
+        self.remember(node)
+        return node
+
+    def remember(self, node: Node) -> None:
+        with self._lock:
+            self.seen[node.id] = node
+
+    def describe(self, filters: list[dict[str, Any]]) -> list[Node]:
+        nodes: list[Node] = []
+        with boundary("DescribeInstances"):
+            for page in self._ec2().get_paginator("describe_instances").paginate(Filters=filters):
+                for reservation in page.get("Reservations", []):
+                    nodes.extend(self.node(i) for i in reservation.get("Instances", []))
+        return nodes
+
+    def get(self, node_id: str, *, host_keys: bool = False) -> Node:
+        with boundary("DescribeInstances"):
+            resp = self._ec2().describe_instances(InstanceIds=[node_id])
+        for reservation in resp.get("Reservations", []):
+            for inst in reservation.get("Instances", []):
+                node = self.node(inst)
+                if host_keys and node.state == NodeState.RUNNING and "host_keys" not in node.extra:
+                    node = self.with_host_keys([node])[0]
+                return node
+        raise NotFoundError(f"instance {node_id} not found in {self.region}", provider=PROVIDER,
+                            code="InvalidInstanceID.NotFound")
+
+    def host_keys(self, node_id: str) -> tuple[str, ...]:
+        known = self.keys.get(node_id)
+        if known:
+            return known
+        with boundary("GetConsoleOutput"):
+            resp = self._ec2().get_console_output(InstanceId=node_id)
+        keys = host_keys_from_console(str(resp.get("Output") or ""))  # botocore has decoded the base64
+        if keys:
+            with self._lock:
+                self.keys[node_id] = keys
+        return keys
+
+    def with_host_keys(self, nodes: Sequence[Node]) -> list[Node]:
+        """``nodes`` with ``extra["host_keys"]`` where the console has them. Best effort: a node whose
+        console is empty or cannot be read (throttled, no ec2:GetConsoleOutput permission) comes back as is."""
+        def keys_of(node: Node) -> tuple[str, ...]:
+            try:
+                return self.host_keys(node.id)
+            except MetalfleetError:
+                return ()
+
+        todo = [n for n in nodes if n.id not in self.keys]
+        if len(todo) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                list(pool.map(keys_of, todo))
+        elif todo:
+            keys_of(todo[0])
+        return [dataclasses.replace(n, extra={**n.extra, "host_keys": list(self.keys[n.id])})
+                if n.id in self.keys else n for n in nodes]
+
+    def list_nodes(self, cluster: str) -> list[Node]:
+        nodes = self.describe([{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]},
+                               {"Name": "instance-state-name", "Values": LIVE_STATES}])
+        return sorted(nodes, key=lambda n: (n.tags.get(TAG_INDEX, "").zfill(8), n.id))
+
+    def states(self, ids: Sequence[str]) -> dict[str, str]:
+        """EC2 state name of each instance EC2 lists, from DescribeInstanceStatus (small answers).
+
+        Right after RunInstances, EC2's eventually consistent reads may not know an id yet; that
+        chunk is then read with DescribeInstances, whose filter form tolerates unknown ids.
+        """
+        states: dict[str, str] = {}
+        for start in range(0, len(ids), 100):
+            chunk = list(ids[start:start + 100])
+            try:
+                with boundary("DescribeInstanceStatus"):
+                    pages = self._ec2().get_paginator("describe_instance_status").paginate(
+                        InstanceIds=chunk, IncludeAllInstances=True)
+                    for page in pages:
+                        for st in page.get("InstanceStatuses", []):
+                            states[st["InstanceId"]] = st["InstanceState"]["Name"]
+            except NotFoundError:
+                for n in self.describe([{"Name": "instance-id", "Values": chunk}]):
+                    states[n.id] = (n.extra.get("ec2_state") or n.state.value)
+        return states
+
+    def wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
+             progress: OrderProgress | None = None) -> list[Node]:
+        """Poll every ``poll`` seconds until every node is in ``state`` (see AwsDriver.wait)."""
+        deadline = time.monotonic() + timeout
+        ids = list(dict.fromkeys(node_ids))
+        missing = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
+        while True:
+            states = self.states(ids)
+            nodes = []
+            for i in ids:
+                now = NodeState.map(STATE_TABLE, states[i]) if i in states else missing
+                known = self.seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=now, offering="")
+                nodes.append(dataclasses.replace(known, state=now))
+            if progress:
+                progress(nodes)
+            if all(n.state == state for n in nodes):
+                unknown = [n.id for n in nodes if not n.offering and n.id in states]
+                if unknown:  # nodes this driver never read: one full read for their details
+                    self.describe([{"Name": "instance-id", "Values": unknown}])
+                    nodes = [dataclasses.replace(self.seen.get(n.id, n), state=n.state) for n in nodes]
+                if state == NodeState.RUNNING:
+                    nodes = self.with_host_keys(nodes)
+                return nodes
+            if state == NodeState.RUNNING:
+                self._fail_if_gone(nodes, states)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                waiting = [n.id for n in nodes if n.state != state]
+                raise OperationTimeout(f"instances {waiting} not {state.value} after {timeout:.0f}s",
+                                       provider=PROVIDER)
+            time.sleep(min(poll, remaining))
+
+    def _fail_if_gone(self, nodes: Sequence[Node], states: Mapping[str, str]) -> None:
+        """Waiting for RUNNING fails at once when a node terminated: it will never run."""
+        dead = [n.id for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
+        if not dead:
+            return
+        described = {n.id: n for n in self.describe([{"Name": "instance-id", "Values": dead}])}
+        why = "; ".join(f"{i} is {states.get(i, 'gone')}" + (
+            f" ({described[i].extra['state_reason']})"
+            if i in described and described[i].extra.get("state_reason") else "") for i in dead)
+        raise ProviderError(f"waiting for running: {why}. An order repeated with a node's idempotency "
+                            "key returns the instance that key bought, even terminated (EC2 keeps "
+                            "ClientTokens a day or more); bump the node's generation to buy a "
+                            "replacement", provider=PROVIDER, code="InstanceGone")
+
+    def gone_by_key(self, key: str) -> Node | None:
+        """The instance ``key`` bought (found by its metalfleet:key tag) when it is gone; None when it is
+        live, or EC2 no longer lists it."""
+        nodes = self.describe([{"Name": f"tag:{TAG_KEY}", "Values": [key]}])
+        if not nodes or not all(n.state.is_gone for n in nodes):
+            return None
+        return nodes[0]
