@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.tags import TAG_ACCEPTANCE
 
 from ..parsers import PARSERS, ParseError
 from .baselines import known_offerings, set_dotted
@@ -58,7 +59,7 @@ def add_cli_commands(subparsers: Any) -> None:
     v.add_argument("--quarantine-file", metavar="FILE", dest="quarantine_file",
                    help="live: record failed hosts there (label acceptance=quarantined) and drop hosts that pass")
     v.add_argument("--tag-failed", action="store_true", dest="tag_failed",
-                   help="SPEC: tag failed nodes metalfleet:acceptance=quarantined through the driver")
+                   help=f"SPEC: tag failed nodes {TAG_ACCEPTANCE}=quarantined through the driver")
     v.add_argument("--no-nccl", action="store_true", dest="no_nccl", help="live: skip all_reduce_perf")
     v.add_argument("--no-multi-node", action="store_true", dest="no_multi_node",
                    help="live: skip the all_reduce across nodes")
