@@ -266,7 +266,7 @@ class Script:
 
         pos = 0
         for i, item in enumerate(self.items):
-            begin = f"{self.token} {i}\n".encode()
+            say(f"{self.token} {i}\n".encode())  # before the command runs, as printf does
             if item.upload is not None:
                 path, size, sha, mode = item.upload
                 content = stdin[pos:pos + size]
@@ -277,7 +277,7 @@ class Script:
                 else:
                     store(path, content, mode)
                     body, rc = b"", 0
-                say(begin + body + f"\n{self.token}-rc {i} {rc}\n".encode())
+                say(body + f"\n{self.token}-rc {i} {rc}\n".encode())
             else:
                 argv = item.argv
                 if self.kind == "batch" and item.timeout:
@@ -286,12 +286,12 @@ class Script:
                 end = f"\n{self.token}-rc {i} {rc}\n".encode()
                 if self.kind == "facts":
                     err.append(stderr)
-                    say(begin + stdout + end)
+                    say(stdout + end)
                 elif self.kind == "batch":
-                    say(begin + stdout + stderr + end)
+                    say(stdout + stderr + end)
                 else:
                     tail = stderr[-PROBE_STDERR_TAIL:]
-                    say(begin + stdout + end + f"{self.token}-err {i}\n".encode() + tail
+                    say(stdout + end + f"{self.token}-err {i}\n".encode() + tail
                         + f"\n{self.token}-end {i}\n".encode())
             if self.kind == "batch" and rc not in item.ok_codes:
                 return b"".join(out), b"".join(err), 97

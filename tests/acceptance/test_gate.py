@@ -387,7 +387,8 @@ _BLOB = re.compile(r"https://github\.com/(?P<repo>[^/]+/[^/]+)/blob/[^/]+/(?P<pa
 _GATE_AND_SIM = ("tests/acceptance/test_gate.py", "tests/acceptance/test_live.py", "tests/acceptance/test_live_cli.py",
                  "tests/acceptance/test_quarantine.py", "tests/acceptance/test_report_offline_cli.py",
                  "tests/acceptance/test_sim_nccl.py", "tests/acceptance/_sim.py", "tests/hosts/harness.py",
-                 "tests/hosts/shims/mfshim.py")
+                 "tests/hosts/shims/mfshim.py", "tests/acceptance/test_live_replay.py", "tests/acceptance/_replay.py",
+                 "tests/bootstrap/test_engine_replay.py")
 
 
 def _sources(tree: Any, path: str = "") -> list[tuple[str, str]]:
