@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .script import Script
 
-__all__ = ["Connect", "Connector", "Endpoint", "ExecResult", "OutputCallback", "SshOptions", "parse_bastion"]
+__all__ = ["Connect", "Connector", "ConnectorBase", "Endpoint", "ExecResult", "OutputCallback", "SshOptions",
+           "parse_bastion"]
 
 OutputCallback = Callable[[bytes], None]
 
@@ -146,6 +147,22 @@ class Connector(Protocol):
 
     def close(self) -> None:
         """Close the session (a later call reconnects)."""
+
+
+class ConnectorBase:
+    """What every connector keeps the same way: its endpoint, its label, and how often it connected."""
+
+    endpoint: Endpoint
+    #: Sessions opened so far (the first, then one per drop recovered or reboot waited out).
+    connects: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.endpoint.label
+
+    @property
+    def reconnects(self) -> int:
+        return max(0, self.connects - 1)
 
 
 class Connect(Protocol):

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .connector import Connector, Endpoint, ExecResult, OutputCallback
+from .connector import Connect, Connector, ConnectorBase, Endpoint, ExecResult, OutputCallback
 from .errors import (
     CommandTimeout,
     ConnectionLost,
@@ -275,7 +275,7 @@ class ReplayHost:
         return path in self.files or any(p.startswith(prefix) for p in self.files)
 
 
-class ReplayConnector:
+class ReplayConnector(ConnectorBase):
     """The :class:`~.connector.Connector` of one :class:`ReplayHost` (None: nothing at that address)."""
 
     def __init__(self, host: ReplayHost | None, endpoint: Endpoint, *, via: Connector | None = None) -> None:
@@ -286,16 +286,8 @@ class ReplayConnector:
         self.connects = 0
 
     @property
-    def label(self) -> str:
-        return self.endpoint.label
-
-    @property
     def connected(self) -> bool:
         return self._connected
-
-    @property
-    def reconnects(self) -> int:
-        return max(0, self.connects - 1)
 
     def _unreachable(self, why: str) -> HostUnreachable:
         ep = self.endpoint
@@ -468,3 +460,7 @@ class ReplayFleet:
         from .inventory import Inventory
 
         return Inventory(tuple(h.host(**kw) for h in (hosts if hosts is not None else self.hosts.values())))
+
+
+if TYPE_CHECKING:  # mypy checks that the replay keeps the connector contract
+    _contract: Connect = ReplayFleet(())

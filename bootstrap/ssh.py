@@ -1,4 +1,4 @@
-"""The SSH connector: the one module in metalfleet that imports paramiko.
+"""The SSH connector (:class:`~.connector.Connector` over SSH): the one module in metalfleet that imports paramiko.
 
 What it does, and nothing more: open one session per host (directly or through a jump host),
 verify the host key, authenticate, run commands (argv lists, quoted with :func:`shlex.join`,
@@ -35,7 +35,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop
 from metalfleet.providers.errors import MetalfleetError, TransientError
 from metalfleet.providers.textfile import BadFileError, read_text_file
 
-from .connector import Connector, Endpoint, ExecResult, OutputCallback, SshOptions, parse_bastion
+from .connector import Connector, ConnectorBase, Endpoint, ExecResult, OutputCallback, SshOptions, parse_bastion
 from .errors import (
     CommandTimeout,
     ConnectionLost,
@@ -235,8 +235,9 @@ def _is_network_error(exc: BaseException) -> bool:
                                                    errno.ETIMEDOUT, errno.EADDRNOTAVAIL))
 
 
-class SshConnection:
-    """One reusable SSH session to one host; reconnects on the next call after a drop.
+class SshConnection(ConnectorBase):
+    """One reusable SSH session to one host (the real :class:`~.connector.Connector`); reconnects on the
+    next call after a drop.
 
     Not thread-safe per instance: the runner gives each host its own worker thread.
     """
@@ -264,10 +265,6 @@ class SshConnection:
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
-    def label(self) -> str:
-        return self.endpoint.label
-
-    @property
     def is_root(self) -> bool:
         return self.endpoint.user == "root"
 
@@ -275,10 +272,6 @@ class SshConnection:
     def connected(self) -> bool:
         t = self._transport
         return t is not None and t.is_active() and t.is_authenticated()
-
-    @property
-    def reconnects(self) -> int:
-        return max(0, self.connects - 1)
 
     def connect(self) -> None:
         """Connect (or reconnect), retrying transient faults with jittered backoff."""
