@@ -1,35 +1,14 @@
-"""Per-host log files: every command and its output, streamed as it arrives; and where they go."""
+"""Per-host log files: every command and its output, streamed as it arrives (where they go: :mod:`.sessions`)."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-__all__ = ["HostLog", "default_log_dir", "host_folder", "host_log_file", "safe_filename"]
-
-
-def safe_filename(name: str, default: str = "host") -> str:
-    """``name`` as one path component: anything but letters, digits, ``_ . -`` becomes ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or default
-
-
-def host_log_file(root: Path, name: str) -> Path:
-    """A bootstrap run's log of host ``name``: ``root/<name>.log``."""
-    return root / f"{safe_filename(name)}.log"
-
-
-def host_folder(root: Path, name: str) -> Path:
-    """The folder an acceptance run saves host ``name``'s outputs (and session log) in: ``root/<name>/``."""
-    return root / safe_filename(name)
-
-
-def default_log_dir() -> Path:
-    """Where a run logs when it is not told: ``~/.local/state/metalfleet/logs/<time>``."""
-    return Path.home() / ".local" / "state" / "metalfleet" / "logs" / time.strftime("%Y%m%d-%H%M%S")
+__all__ = ["HostLog"]
 
 
 class HostLog:

@@ -28,12 +28,12 @@ from .connector import Connect, Connector, SshOptions
 from .errors import CommandFailed, CommandTimeout, ConnectionLost, HostUnreachable, StepError
 from .facts import BootId, Fact, FactValues
 from .inventory import Host
-from .logs import HostLog, default_log_dir, host_log_file
+from .logs import HostLog
 from .profiles import Profile
 from .progress import ProgressCallback, ProgressEvent
 from .report import HostReport, HostStatus, Report, StepResult, StepStatus
 from .script import BatchItem, Script, parse_batch_output, parse_fact_output
-from .sessions import FanOut, SessionPool, select_hosts
+from .sessions import FanOut, SessionPool, default_log_dir, host_log_file, select_hosts
 from .step import Command, NoOp, RebootAction, Step, StepContext, Upload
 
 __all__ = ["RunOptions", "run", "select_hosts"]

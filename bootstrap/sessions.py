@@ -8,7 +8,7 @@ One place for what the bootstrap runner (:mod:`.runner`) and the acceptance prob
   otherwise), one shared connector per jump host, all closed at the end;
 - :class:`FanOut`: hosts on at most ``max_workers`` threads; past ``max_fail_percentage`` failed
   hosts the run stops (hosts not yet started are not started; those running see :attr:`FanOut.stop`);
-- where each host's log goes: :mod:`.logs` (:func:`~.logs.host_log_file`, :func:`~.logs.host_folder`).
+- where each host's log goes (:func:`host_log_file`, :func:`host_folder`, one :func:`safe_filename`).
 
 Nothing here imports paramiko: the SSH connector loads when a pool is made without a ``connect``.
 """
@@ -18,8 +18,10 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .connector import Connect, Connector, SshOptions, parse_bastion
@@ -27,7 +29,8 @@ from .connector import Connect, Connector, SshOptions, parse_bastion
 if TYPE_CHECKING:
     from .inventory import Host
 
-__all__ = ["FanOut", "SessionPool", "select_hosts"]
+__all__ = ["FanOut", "SessionPool", "default_log_dir", "host_folder", "host_log_file", "safe_filename",
+           "select_hosts"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -50,6 +53,26 @@ def select_hosts(hosts: Sequence[Host], limit: str | Sequence[str] | None) -> li
                 chosen.append(h)
                 break
     return chosen
+
+
+def safe_filename(name: str, default: str = "host") -> str:
+    """``name`` as one path component: anything but letters, digits, ``_ . -`` becomes ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or default
+
+
+def host_log_file(root: Path, name: str) -> Path:
+    """A bootstrap run's log of host ``name``: ``root/<name>.log``."""
+    return root / f"{safe_filename(name)}.log"
+
+
+def host_folder(root: Path, name: str) -> Path:
+    """The folder an acceptance run saves host ``name``'s outputs (and session log) in: ``root/<name>/``."""
+    return root / safe_filename(name)
+
+
+def default_log_dir() -> Path:
+    """Where a run logs when it is not told: ``~/.local/state/metalfleet/logs/<time>``."""
+    return Path.home() / ".local" / "state" / "metalfleet" / "logs" / time.strftime("%Y%m%d-%H%M%S")
 
 
 class SessionPool:

@@ -40,12 +40,12 @@ from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from ..connector import Connect, Connector, SshOptions
 from ..errors import CommandTimeout, HostUnreachable
 from ..inventory import Host, Inventory
-from ..logs import HostLog, host_folder
+from ..logs import HostLog
 from ..parsers import ParseError, to_jsonable
 from ..progress import ProgressCallback, ProgressEvent
 from ..script import Script, parse_batch_output, parse_probe_stderr
 from ..script import probe_script as _framed
-from ..sessions import FanOut, SessionPool, select_hosts
+from ..sessions import FanOut, SessionPool, host_folder, select_hosts
 from .baselines import Baseline, resolve_baseline
 from .gate import applicable_checks, judge
 from .probes import AcceptanceOptions, Probe, ProbeOutput, multi_node_probe, plan_probes

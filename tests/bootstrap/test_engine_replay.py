@@ -282,3 +282,32 @@ def test_the_report_and_each_hosts_log(options: RunOptions) -> None:
     text = log.read_text()
     assert f"$ {INSTALL}\nSetting up nvidia-driver-550 ...\n[exit 0]" in text
     assert "--- " in text and "done: changed" in text
+
+
+def test_a_specs_hosts_are_its_running_nodes_only(tmp_path: Path, options: RunOptions) -> None:
+    """``metalfleet bootstrap SPEC`` and ``metalfleet verify SPEC`` connect to the spec's running nodes:
+    a node still booting (or gone) is no host."""
+    from metalfleet.bootstrap import live_inventory
+    from metalfleet.providers.errors import InvalidSpecError
+    from metalfleet.providers.fake import FakeDriver
+    from metalfleet.providers.fleet import order_cluster, plan
+    from metalfleet.providers.spec import parse_spec
+
+    state, addresses = tmp_path / "fake.json", ["10.0.0.10", "10.0.0.11", "10.0.0.12"]
+    doc = {"name": "train", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 3,
+           "image": "img-1", "ssh": {"user": "ubuntu"}}
+    spec = parse_spec(doc)
+    driver = FakeDriver(state_path=state, addresses=addresses)
+    specs = plan(driver, spec)
+    running = order_cluster(driver, specs[:2])
+    FakeDriver(state_path=state, boot_seconds=3600, addresses=addresses).order(specs[2])  # still booting
+    inv, nodes = live_inventory(spec, driver)
+    assert [n.id for n in nodes] == [n.id for n in running]
+    assert [(h.address, h.user, h.offering) for h in inv.hosts] == [("10.0.0.10", "ubuntu", "fake.8xh100"),
+                                                                    ("10.0.0.11", "ubuntu", "fake.8xh100")]
+    fleet = ReplayFleet([gpu_node(h.name, h.address, user="ubuntu") for h in inv.hosts])
+    report = _run(fleet, options, Profile("files", (NcclConfig,)), inv=inv)
+    assert report.ok and [h.status for h in report.hosts] == [HostStatus.CHANGED] * 2, report.format_text()
+    assert all(c.sudo for n in fleet for c in n.calls)  # ubuntu is not root
+    with pytest.raises(InvalidSpecError, match="cluster other has no running node on fake: order it first"):
+        live_inventory(parse_spec({**doc, "name": "other"}), driver)
