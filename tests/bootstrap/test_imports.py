@@ -25,8 +25,8 @@ def _loaded_after(statement: str) -> list[str]:
 
 
 @pytest.mark.parametrize("module", [
-    # the acceptance core: parsers, baselines, gate (and its check modules), reports, offline judging
-    "metalfleet.bootstrap.acceptance.gate", "metalfleet.bootstrap.acceptance.report",
+    # the acceptance core: parsers, baselines, gate (and its check modules), reports and table, offline judging
+    "metalfleet.bootstrap.acceptance.gate", "metalfleet.bootstrap.acceptance.table",
     "metalfleet.bootstrap.acceptance.offline", "metalfleet.bootstrap.acceptance",
     # the package, the session layer and the replaying connector (with the connector contract and scripts).
     # The runner and the live probes also import .inventory, which takes Endpoint and SshOptions from .ssh:
