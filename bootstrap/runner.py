@@ -15,7 +15,6 @@ are in, hosts not started are not started). The pool, jump hosts, fan-out and lo
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -64,15 +63,16 @@ def _short(value: Any, limit: int = 400) -> str:
 
 class _HostRun:
     def __init__(self, host: Host, steps: list[Step[Any]], conn: Connector, opts: RunOptions, log: HostLog,
-                 emit: ProgressCallback, stop: threading.Event, counters: FanOut[Host, HostReport]) -> None:
+                 emit: ProgressCallback, fan: FanOut[Host, HostReport]) -> None:
         self.host = host
         self.steps = steps
         self.conn = conn
         self.opts = opts
         self.log = log
         self._emit = emit
-        self.stop = stop
-        self.counters = counters
+        #: Set when the run is stopped (fail threshold); ``counters``: hosts done and in all, for progress.
+        self.stop = fan.stop
+        self.counters = fan
         self.cache = FactValues()
         self.changed: set[str] = set()
         self.report = HostReport(host=host.name, address=host.address,
@@ -320,7 +320,7 @@ def run(
         log = HostLog(host_log_file(log_dir, h.name))
         conn = pool.connector(h)
         try:
-            return _HostRun(h, plans[h.name], conn, opts, log, emit, fan.stop, fan).run()
+            return _HostRun(h, plans[h.name], conn, opts, log, emit, fan).run()
         except Exception as exc:  # a bug in one host's run must not hide the others
             return HostReport(h.name, h.address, HostStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
