@@ -7,17 +7,33 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from metalfleet.providers.models import Node, Offering
+from metalfleet.providers.contract import ComputeDriver
+from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.fleet import resolve_offering
+from metalfleet.providers.models import Node, NodeState, Offering
 from metalfleet.providers.spec import ClusterSpec
 
+from .connector import SshOptions
 from .inventory import Host, Inventory, hosts_from_spec
 from .profiles import Profile, get_profile, profile_for_spec
 from .progress import ProgressCallback
 from .report import Report
 from .runner import RunOptions, run
-from .ssh import SshOptions
 
-__all__ = ["bootstrap_cluster", "run_bootstrap"]
+__all__ = ["bootstrap_cluster", "live_inventory", "run_bootstrap"]
+
+
+def live_inventory(spec: ClusterSpec, driver: ComputeDriver) -> tuple[Inventory, list[Node]]:
+    """The hosts of ``spec``'s running nodes (those with a private IP) on ``driver``, and those nodes.
+
+    What ``metalfleet bootstrap SPEC`` and ``metalfleet verify SPEC`` connect to. A cluster with no
+    such node is an InvalidSpecError naming the cluster (before any connection).
+    """
+    nodes = [n for n in driver.list_nodes(spec.name) if n.state == NodeState.RUNNING and n.private_ip]
+    if not nodes:
+        raise InvalidSpecError(f"cluster {spec.name} has no running node on {spec.provider}: order it first "
+                               "(metalfleet up or metalfleet order)", field="name", value=spec.name)
+    return hosts_from_spec(spec, nodes, resolve_offering(driver, spec)), nodes
 
 
 def run_bootstrap(

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from .parsers.ascend import HccnIp, parse_hccn_tool
+from .parsers.errors import ParseError
 from .parsers.infiniband import parse_ibstat
 from .parsers.storage import parse_mdstat
 
@@ -30,7 +32,8 @@ __all__ = [
     "FiProviders",
     "FileContent",
     "FileHashes",
-    "GpuInfo",
+    "GpuDriverState",
+    "HccnAddress",
     "IbPort",
     "IbStat",
     "KernelModules",
@@ -288,7 +291,7 @@ class SystemdUnits(Fact[dict[str, UnitState]]):
 
 
 @dataclass(frozen=True)
-class GpuInfo:
+class GpuDriverState:
     """``nvidia-smi`` as seen now: ``driver`` None when no driver answers (absent or not loaded)."""
 
     driver: str | None
@@ -301,13 +304,13 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
-class NvidiaSmi(Fact[GpuInfo]):
+class NvidiaSmi(Fact[GpuDriverState]):
     def command(self) -> list[str]:
         return ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"]
 
-    def parse(self, stdout: str, rc: int) -> GpuInfo:
+    def parse(self, stdout: str, rc: int) -> GpuDriverState:
         if rc != 0:
-            return GpuInfo(None, (), stdout.strip().splitlines()[0] if stdout.strip() else f"rc={rc}")
+            return GpuDriverState(None, (), stdout.strip().splitlines()[0] if stdout.strip() else f"rc={rc}")
         names: list[str] = []
         driver: str | None = None
         for line in stdout.splitlines():
@@ -315,7 +318,7 @@ class NvidiaSmi(Fact[GpuInfo]):
             if len(parts) >= 3 and parts[0].isdigit():
                 names.append(parts[1])
                 driver = parts[2]
-        return GpuInfo(driver, tuple(names))
+        return GpuDriverState(driver, tuple(names))
 
 
 @dataclass(frozen=True)
@@ -355,6 +358,28 @@ class FiProviders(Fact[tuple[str, ...]]):
         if rc != 0:
             return ()
         return tuple(dict.fromkeys(m.group(1) for m in re.finditer(r"domain:\s*(\S+)", stdout)))
+
+
+@dataclass(frozen=True)
+class HccnAddress(Fact["HccnIp | None"]):
+    """``hccn_tool -i N -ip -g``: an NPU NIC's address and netmask, read by the acceptance parser.
+
+    None when the tool is absent or fails, or prints something that is not an address (unset).
+    """
+
+    nic: int
+
+    def command(self) -> list[str]:
+        return ["hccn_tool", "-i", str(self.nic), "-ip", "-g"]
+
+    def parse(self, stdout: str, rc: int) -> HccnIp | None:
+        if rc != 0 or not stdout.strip():
+            return None
+        try:
+            result = parse_hccn_tool(stdout)
+        except ParseError:
+            return None
+        return result if isinstance(result, HccnIp) else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Per-host log files: every command and its output, streamed as it arrives."""
+"""Per-host log files: every command and its output, streamed as it arrives (where they go: :mod:`.sessions`)."""
 
 from __future__ import annotations
 

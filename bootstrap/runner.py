@@ -1,30 +1,29 @@
 """The engine: fan out over hosts, read facts in one round trip, plan steps, run them in batches.
 
-Per host, one worker thread and one SSH connection carry every command. The host's first round
-trip reads the facts of all its steps at once; a step that has nothing to do costs nothing more.
-A step that has work sends all its commands and uploads in one exec channel; afterwards the facts
-are stale, so the next step re-reads (in one round trip) the facts of every step still to come.
+Per host, one worker thread and one connector (:mod:`.connector`; SSH unless ``RunOptions.connect``
+says otherwise) carry every command. The host's first round trip reads the facts of all its steps
+at once; a step that has nothing to do costs nothing more. A step that has work sends all its
+commands and uploads in one exec channel; afterwards the facts are stale, so the next step re-reads
+(in one round trip) the facts of every step still to come.
 
 A dropped connection mid-step is not fatal: the engine reconnects, re-reads the step's facts and
 re-plans it (steps are idempotent, so whatever already happened is simply not repeated). A failed
 host stops only itself; ``max_fail_percentage`` stops the whole run (hosts finish the step they
-are in, hosts not started are not started).
+are in, hosts not started are not started). The pool, jump hosts, fan-out and log naming are
+:mod:`.sessions`'s, shared with the acceptance probes.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
-import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metalfleet.providers.errors import MetalfleetError, TransientError
 
+from .connector import Connect, Connector, SshOptions
 from .errors import CommandFailed, CommandTimeout, ConnectionLost, HostUnreachable, StepError
 from .facts import BootId, Fact, FactValues
 from .inventory import Host
@@ -32,8 +31,8 @@ from .logs import HostLog
 from .profiles import Profile
 from .progress import ProgressCallback, ProgressEvent
 from .report import HostReport, HostStatus, Report, StepResult, StepStatus
-from .script import BatchItem, batch_script, fact_script, new_token, parse_batch_output, parse_fact_output
-from .ssh import KnownHosts, SshConnection, SshOptions, parse_bastion
+from .script import BatchItem, Script, parse_batch_output, parse_fact_output
+from .sessions import FanOut, SessionPool, default_log_dir, host_log_file, select_hosts
 from .step import Command, NoOp, RebootAction, Step, StepContext, Upload
 
 __all__ = ["RunOptions", "run", "select_hosts"]
@@ -53,25 +52,8 @@ class RunOptions:
     #: Attempts per step when the connection drops mid-step (reconnect, re-read facts, re-plan).
     step_attempts: int = 3
     ssh: SshOptions = field(default_factory=SshOptions)
-
-
-def select_hosts(hosts: Sequence[Host], limit: str | Sequence[str] | None) -> list[Host]:
-    """Hosts matching any of ``limit``: a glob on name or address, or ``label=value``."""
-    if not limit:
-        return list(hosts)
-    patterns = [p for item in ([limit] if isinstance(limit, str) else limit) for p in re.split(r"[,\s]+", item) if p]
-    chosen = []
-    for h in hosts:
-        for p in patterns:
-            if "=" in p:
-                k, _, v = p.partition("=")
-                if fnmatch.fnmatchcase(h.labels.get(k, ""), v):
-                    chosen.append(h)
-                    break
-            elif fnmatch.fnmatchcase(h.name, p) or fnmatch.fnmatchcase(h.address, p):
-                chosen.append(h)
-                break
-    return chosen
+    #: How hosts are reached (None: SSH with ``ssh``); e.g. a :class:`~.replay.ReplayFleet` in tests.
+    connect: Connect | None = None
 
 
 def _short(value: Any, limit: int = 400) -> str:
@@ -80,16 +62,17 @@ def _short(value: Any, limit: int = 400) -> str:
 
 
 class _HostRun:
-    def __init__(self, host: Host, steps: list[Step[Any]], conn: SshConnection, opts: RunOptions, log: HostLog,
-                 emit: ProgressCallback, stop: threading.Event, counters: _Counters) -> None:
+    def __init__(self, host: Host, steps: list[Step[Any]], conn: Connector, opts: RunOptions, log: HostLog,
+                 emit: ProgressCallback, fan: FanOut[Host, HostReport]) -> None:
         self.host = host
         self.steps = steps
         self.conn = conn
         self.opts = opts
         self.log = log
         self._emit = emit
-        self.stop = stop
-        self.counters = counters
+        #: Set when the run is stopped (fail threshold); ``counters``: hosts done and in all, for progress.
+        self.stop = fan.stop
+        self.counters = fan
         self.cache = FactValues()
         self.changed: set[str] = set()
         self.report = HostReport(host=host.name, address=host.address,
@@ -108,16 +91,14 @@ class _HostRun:
         todo = [f for f in dict.fromkeys(facts) if f not in self.cache]
         if not todo:
             return
-        token = new_token()
-        script = fact_script([f.command() for f in todo], token)
+        script = Script.facts([f.command() for f in todo])
         t0 = time.monotonic()
-        res = self.conn.run(["sh", "-c", script], timeout=self.opts.fact_timeout, retry_on_drop=True,
-                            on_output=None)
+        res = self.conn.run_script(script, timeout=self.opts.fact_timeout, retry_on_drop=True)
         self.report.round_trips += 1
         self.report.fact_seconds += time.monotonic() - t0
         if res.stderr.strip():
             self.log.write("facts stderr: " + res.stderr.decode(errors="replace").strip()[-4000:])
-        parsed = parse_fact_output(res.text, token, len(todo))
+        parsed = parse_fact_output(res.text, script.token, len(todo))
         if all(rc == -1 for _, rc in parsed):
             raise CommandFailed(f"{self.host.name}: could not read facts (rc={res.rc}): "
                                 f"{(res.stderr or res.stdout).decode(errors='replace').strip()[-500:]}",
@@ -267,12 +248,12 @@ class _HostRun:
             else:
                 items.append(BatchItem(argv=a.argv, timeout=a.timeout, ok_codes=a.ok_codes))
             labels.append(a.text)
-        token = new_token()
+        script = Script.batch(items)
         self.log.event(f"step {step.name}: {len(items)} action(s)")
-        res = self.conn.run(["sh", "-c", batch_script(items, token)], timeout=self.opts.step_timeout,
-                            stdin=stdin or None, on_output=self.log.stream(token, labels), combine_stderr=True)
+        res = self.conn.run_script(script, timeout=self.opts.step_timeout, stdin=stdin or None,
+                                   on_output=self.log.stream(script.token, labels))
         self.report.round_trips += 1
-        results = parse_batch_output(res.text, token)
+        results = parse_batch_output(res.text, script.token)
         for r in results:
             if r.index < len(items) and r.rc not in items[r.index].ok_codes:
                 what = labels[r.index]
@@ -314,12 +295,6 @@ class _HostRun:
         self.emit("reboot-wait", step=step.name, detail=note, seconds=waited)
 
 
-@dataclass
-class _Counters:
-    total: int
-    done: int = 0
-
-
 def run(
     hosts: Sequence[Host],
     profile: Profile,
@@ -332,70 +307,36 @@ def run(
     opts = options or RunOptions()
     chosen = select_hosts(hosts, limit)
     t0 = time.monotonic()
-    log_dir = opts.log_dir or Path.home() / ".local" / "state" / "metalfleet" / "logs" / time.strftime(
-        "%Y%m%d-%H%M%S")
+    log_dir = opts.log_dir or default_log_dir()
     report = Report(profile=profile.name, dry_run=opts.dry_run, log_dir=str(log_dir))
     plans = {h.name: profile.for_host(h) for h in chosen}  # raises InvalidSpecError before any connection
-    known_hosts = KnownHosts(opts.ssh)
-    bastions: dict[str, SshConnection] = {}
-    bastion_lock = threading.Lock()
-    stop = threading.Event()
-    counters = _Counters(total=len(chosen))
-    lock = threading.Lock()
+    pool = SessionPool(opts.ssh, opts.connect)
     emit: ProgressCallback = progress or (lambda ev: None)
+    fan: FanOut[Host, HostReport] = FanOut(
+        chosen, max_workers=opts.max_workers, max_fail_percentage=opts.max_fail_percentage,
+        failed=lambda hr: hr.status in (HostStatus.FAILED, HostStatus.UNREACHABLE))
 
-    def connection(h: Host) -> SshConnection:
-        bastion = None
-        if h.bastion:
-            with bastion_lock:
-                bastion = bastions.get(h.bastion)
-                if bastion is None:
-                    bastion = SshConnection(parse_bastion(h.bastion, default_user=h.user, key_path=h.key),
-                                            opts.ssh, known_hosts=known_hosts)
-                    bastions[h.bastion] = bastion
-        return SshConnection(h.endpoint(), opts.ssh, known_hosts=known_hosts, bastion=bastion)
-
-    failed = 0
-
-    def finish(h: Host, hr: HostReport) -> None:
-        # Runs in the worker, before it can pick up another host, so a stop takes effect at once.
-        nonlocal failed
-        with lock:
-            results[h.name] = hr
-            counters.done += 1
-            if hr.status in (HostStatus.FAILED, HostStatus.UNREACHABLE):
-                failed += 1
-            emit(ProgressEvent("host-done", h.name, status=hr.status.value, seconds=hr.seconds,
-                               detail=hr.error or "", done=counters.done, total=counters.total))
-            if (opts.max_fail_percentage is not None and not stop.is_set()
-                    and failed * 100.0 / len(chosen) > opts.max_fail_percentage):
-                stop.set()
-                report.stopped = True
-                report.stop_reason = (f"{failed} of {len(chosen)} host(s) failed, over the "
-                                      f"{opts.max_fail_percentage:g}% threshold")
-                emit(ProgressEvent("run-stopped", h.name, detail=report.stop_reason,
-                                   done=counters.done, total=counters.total))
-
-    def one(h: Host) -> None:
-        log = HostLog(log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', h.name)}.log")
-        conn = connection(h)
+    def one(h: Host) -> HostReport:
+        log = HostLog(host_log_file(log_dir, h.name))
+        conn = pool.connector(h)
         try:
-            hr = _HostRun(h, plans[h.name], conn, opts, log, emit, stop, counters).run()
+            return _HostRun(h, plans[h.name], conn, opts, log, emit, fan).run()
         except Exception as exc:  # a bug in one host's run must not hide the others
-            hr = HostReport(h.name, h.address, HostStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+            return HostReport(h.name, h.address, HostStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
             conn.close()
             log.close()
-        finish(h, hr)
 
-    results: dict[str, HostReport] = {}
-    if chosen:
-        with ThreadPoolExecutor(max_workers=max(1, min(opts.max_workers, len(chosen))),
-                                thread_name_prefix="mf-host") as pool:
-            for fut in as_completed([pool.submit(one, h) for h in chosen]):
-                fut.result()
-    for b in bastions.values():
-        b.close()
-    report.hosts = [results[h.name] for h in chosen]
+    def done(h: Host, hr: HostReport) -> None:
+        emit(ProgressEvent("host-done", h.name, status=hr.status.value, seconds=hr.seconds,
+                           detail=hr.error or "", done=fan.done, total=fan.total))
+
+    def stopped(h: Host, reason: str) -> None:
+        report.stopped = True
+        report.stop_reason = reason
+        emit(ProgressEvent("run-stopped", h.name, detail=reason, done=fan.done, total=fan.total))
+
+    with pool:
+        report.hosts = fan.run(one, on_done=done, on_stop=stopped)
     report.seconds = time.monotonic() - t0
     return report

@@ -9,23 +9,34 @@ happens to look like a marker cannot be mistaken for one.
 Uploads ride on the same channel: their bytes are sent on stdin in order and each ``mf_put``
 reads exactly its size with ``head -c`` into a temporary file, checks its sha256, then moves it
 into place. Commands read ``/dev/null``, never the upload stream.
+
+A :class:`Script` keeps what a script is made of next to its text: a connector that runs a shell
+sends the text; one that answers from data (:mod:`.replay`) calls :meth:`Script.replay`, which
+produces the bytes the shell would print (a test runs both on the same items and compares them).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import secrets
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
 
 __all__ = [
     "BatchItem",
     "ItemResult",
+    "Script",
     "batch_script",
     "fact_script",
     "new_token",
     "parse_batch_output",
     "parse_fact_output",
+    "parse_probe_stderr",
+    "probe_script",
     "upload_script",
 ]
 
@@ -160,3 +171,128 @@ def parse_batch_output(output: str, token: str) -> list[ItemResult]:
         results.append(ItemResult(idx, rc, body, ms))
         pos = rc_end if rc_end >= 0 else len(output)
     return results
+
+
+# --------------------------------------------------------------------------------------------
+# Probes (acceptance): stdout, status and the tail of stderr per command
+
+#: Bytes of each probe's stderr the probe script sends back.
+PROBE_STDERR_TAIL = 4000
+
+
+def probe_script(commands: Sequence[Sequence[str]], token: str) -> str:
+    """One script that runs every command and frames its stdout, exit status and stderr.
+
+    Per command: ``<token> <i>``, its stdout, ``\\n<token>-rc <i> <rc>``, then ``<token>-err <i>``, the
+    tail of its stderr and ``\\n<token>-end <i>``. A command's failure never stops the script: each
+    one's failure is evidence.
+    """
+    lines = [f"T={shlex.quote(token)}",
+             'E=$(mktemp 2>/dev/null) || E="/tmp/.mf-accept.$$"',
+             "trap 'rm -f \"$E\"' EXIT"]
+    for i, argv in enumerate(commands):
+        lines.append(f'printf "%s %s\\n" "$T" {i}; {shlex.join(argv)} </dev/null 2>"$E"; mf_rc=$?; '
+                     f'printf "\\n%s-rc %s %s\\n" "$T" {i} "$mf_rc"; printf "%s-err %s\\n" "$T" {i}; '
+                     f'tail -c {PROBE_STDERR_TAIL} "$E"; printf "\\n%s-end %s\\n" "$T" {i}')
+    return "\n".join(lines) + "\nexit 0\n"
+
+
+def parse_probe_stderr(output: str, token: str) -> dict[int, str]:
+    """index -> the stderr tail of each probe, from probe-script output."""
+    pattern = re.compile(rf"^{re.escape(token)}-err (\d+)\n(.*?)\n{re.escape(token)}-end \1$", re.M | re.S)
+    return {int(m.group(1)): m.group(2) for m in pattern.finditer(output)}
+
+
+# --------------------------------------------------------------------------------------------
+# A script as data
+
+ScriptKind = Literal["facts", "batch", "probes"]
+#: (stdout, stderr, exit status) of one argv, as the script's shell would have run it.
+Answer = Callable[[tuple[str, ...]], tuple[bytes, bytes, int]]
+#: Store an upload that arrived whole: (path, content, mode).
+Store = Callable[[str, bytes, str], None]
+
+
+@dataclass(frozen=True)
+class Script:
+    """A framed script: its kind, its per-run token, its items, and the text ``sh -c`` runs."""
+
+    kind: ScriptKind
+    token: str
+    items: tuple[BatchItem, ...]
+
+    @classmethod
+    def facts(cls, commands: Sequence[Sequence[str]], token: str | None = None) -> Script:
+        return cls("facts", token or new_token(), tuple(BatchItem(argv=tuple(c)) for c in commands))
+
+    @classmethod
+    def batch(cls, items: Sequence[BatchItem], token: str | None = None) -> Script:
+        return cls("batch", token or new_token(), tuple(items))
+
+    @classmethod
+    def probes(cls, commands: Sequence[Sequence[str]], token: str | None = None) -> Script:
+        return cls("probes", token or new_token(), tuple(BatchItem(argv=tuple(c)) for c in commands))
+
+    @cached_property
+    def text(self) -> str:
+        if self.kind == "facts":
+            return fact_script([i.argv for i in self.items], self.token)
+        if self.kind == "probes":
+            return probe_script([i.argv for i in self.items], self.token)
+        return batch_script(self.items, self.token)
+
+    @property
+    def combine_stderr(self) -> bool:
+        """A batch merges stderr into its output (``exec 2>&1``)."""
+        return self.kind == "batch"
+
+    def argv(self) -> list[str]:
+        return ["sh", "-c", self.text]
+
+    def replay(self, answer: Answer, store: Store, stdin: bytes = b"",
+               emit: Callable[[bytes], None] | None = None) -> tuple[bytes, bytes, int]:
+        """(stdout, stderr, exit status) the shell would give for this script, each command answered by
+        ``answer`` (with the argv the shell would exec) and each whole upload handed to ``store``.
+
+        ``emit`` receives the output as it is produced, one framed item at a time.
+        """
+        out: list[bytes] = []
+        err: list[bytes] = []
+
+        def say(data: bytes) -> None:
+            out.append(data)
+            if emit is not None and data:
+                emit(data)
+
+        pos = 0
+        for i, item in enumerate(self.items):
+            say(f"{self.token} {i}\n".encode())  # before the command runs, as printf does
+            if item.upload is not None:
+                path, size, sha, mode = item.upload
+                content = stdin[pos:pos + size]
+                pos += len(content)
+                actual = hashlib.sha256(content).hexdigest()
+                if actual != sha:
+                    body, rc = f"mf_put: sha256 of {path} is {actual}, expected {sha} (upload torn)\n".encode(), 86
+                else:
+                    store(path, content, mode)
+                    body, rc = b"", 0
+                say(body + f"\n{self.token}-rc {i} {rc}\n".encode())
+            else:
+                argv = item.argv
+                if self.kind == "batch" and item.timeout:
+                    argv = ("timeout", "-k", "10", f"{item.timeout:g}", *argv)
+                stdout, stderr, rc = answer(tuple(argv))
+                end = f"\n{self.token}-rc {i} {rc}\n".encode()
+                if self.kind == "facts":
+                    err.append(stderr)
+                    say(stdout + end)
+                elif self.kind == "batch":
+                    say(stdout + stderr + end)
+                else:
+                    tail = stderr[-PROBE_STDERR_TAIL:]
+                    say(stdout + end + f"{self.token}-err {i}\n".encode() + tail
+                        + f"\n{self.token}-end {i}\n".encode())
+            if self.kind == "batch" and rc not in item.ok_codes:
+                return b"".join(out), b"".join(err), 97
+        return b"".join(out), b"".join(err), 0

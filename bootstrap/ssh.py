@@ -1,4 +1,4 @@
-"""The SSH connector: the one module in metalfleet that imports paramiko.
+"""The SSH connector (:class:`~.connector.Connector` over SSH): the one module in metalfleet that imports paramiko.
 
 What it does, and nothing more: open one session per host (directly or through a jump host),
 verify the host key, authenticate, run commands (argv lists, quoted with :func:`shlex.join`,
@@ -27,9 +27,7 @@ import shlex
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
 
 import paramiko
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_random_exponential
@@ -37,6 +35,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop
 from metalfleet.providers.errors import MetalfleetError, TransientError
 from metalfleet.providers.textfile import BadFileError, read_text_file
 
+from .connector import Connector, ConnectorBase, Endpoint, ExecResult, OutputCallback, SshOptions, parse_bastion
 from .errors import (
     CommandTimeout,
     ConnectionLost,
@@ -47,83 +46,15 @@ from .errors import (
     SshAuthError,
     UploadVerifyFailed,
 )
-from .script import upload_script
+from .script import Script, upload_script
 
-__all__ = ["Endpoint", "ExecResult", "KnownHosts", "SshConnection", "SshOptions", "fingerprint", "parse_bastion"]
-
-OutputCallback = Callable[[bytes], None]
+__all__ = ["Endpoint", "ExecResult", "KnownHosts", "SshConnect", "SshConnection", "SshOptions", "fingerprint",
+           "parse_bastion"]
 
 
 def fingerprint(blob: bytes) -> str:
     """OpenSSH-style ``SHA256:...`` fingerprint of a public key blob."""
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and as whom to log in."""
-
-    address: str
-    port: int = 22
-    user: str = "root"
-    key_path: str | None = None
-    #: ``user@host[:port]`` of a jump host, or None.
-    bastion: str | None = None
-    #: Name used in messages and logs.
-    name: str | None = None
-
-    @property
-    def label(self) -> str:
-        return self.name or self.host_id
-
-    @property
-    def host_id(self) -> str:
-        """The known_hosts name: ``addr`` on port 22, ``[addr]:port`` otherwise (as OpenSSH writes it)."""
-        return self.address if self.port == 22 else f"[{self.address}]:{self.port}"
-
-
-def parse_bastion(spec: str, *, default_user: str, key_path: str | None) -> Endpoint:
-    """``user@host[:port]`` (user and port optional) -> Endpoint."""
-    user, _, hostport = spec.rpartition("@")
-    host, port = hostport, 22
-    if hostport.startswith("["):
-        host, _, rest = hostport[1:].partition("]")
-        if rest.startswith(":"):
-            port = int(rest[1:])
-    elif hostport.count(":") == 1:
-        host, p = hostport.split(":")
-        port = int(p)
-    return Endpoint(address=host, port=port, user=user or default_user, key_path=key_path, name=f"bastion {host}")
-
-
-@dataclass(frozen=True)
-class SshOptions:
-    """Connection settings shared by every host of a run."""
-
-    known_hosts: str | None = None
-    #: host (address, name or ``[addr]:port``) -> public key lines (``ssh-ed25519 AAAA...``) to trust.
-    pinned_keys: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    trust_on_first_use: bool = False
-    use_agent: bool = True
-    connect_timeout: float = 10.0
-    connect_attempts: int = 4
-    connect_deadline: float = 60.0
-    keepalive: int = 15
-
-    def resolved_known_hosts(self) -> Path:
-        return Path(os.path.expanduser(self.known_hosts or "~/.ssh/known_hosts"))
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    rc: int
-    stdout: bytes
-    stderr: bytes
-    seconds: float
-
-    @property
-    def text(self) -> str:
-        return self.stdout.decode(errors="replace")
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,8 +235,9 @@ def _is_network_error(exc: BaseException) -> bool:
                                                    errno.ETIMEDOUT, errno.EADDRNOTAVAIL))
 
 
-class SshConnection:
-    """One reusable SSH session to one host; reconnects on the next call after a drop.
+class SshConnection(ConnectorBase):
+    """One reusable SSH session to one host (the real :class:`~.connector.Connector`); reconnects on the
+    next call after a drop.
 
     Not thread-safe per instance: the runner gives each host its own worker thread.
     """
@@ -333,10 +265,6 @@ class SshConnection:
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
-    def label(self) -> str:
-        return self.endpoint.label
-
-    @property
     def is_root(self) -> bool:
         return self.endpoint.user == "root"
 
@@ -344,10 +272,6 @@ class SshConnection:
     def connected(self) -> bool:
         t = self._transport
         return t is not None and t.is_active() and t.is_authenticated()
-
-    @property
-    def reconnects(self) -> int:
-        return max(0, self.connects - 1)
 
     def connect(self) -> None:
         """Connect (or reconnect), retrying transient faults with jittered backoff."""
@@ -523,6 +447,20 @@ class SshConnection:
         self.connect()
         return self._exec(wire, argv, timeout=timeout, stdin=stdin, on_output=on_output, combine_stderr=combine_stderr)
 
+    def run_script(
+        self,
+        script: Script,
+        *,
+        sudo: bool = True,
+        timeout: float | None = 600.0,
+        stdin: bytes | Iterable[bytes] | None = None,
+        on_output: OutputCallback | None = None,
+        retry_on_drop: bool = False,
+    ) -> ExecResult:
+        """Run a framed script as ``sh -c TEXT`` in one exec channel (see :class:`~.script.Script`)."""
+        return self.run(script.argv(), sudo=sudo, timeout=timeout, stdin=stdin, on_output=on_output,
+                        combine_stderr=script.combine_stderr, retry_on_drop=retry_on_drop)
+
     def _open_session(self) -> paramiko.Channel:
         self.connect()
         assert self._transport is not None
@@ -684,6 +622,23 @@ class SshConnection:
             # Same boot: we reconnected during the shutdown. Wait for the real drop.
             self._drop()
             time.sleep(poll)
+
+
+class SshConnect:
+    """The real :class:`~.connector.Connect`: SSH sessions that share one known_hosts for a run.
+
+    Reading the known_hosts file here fails the run at once when it is not text (BadFileError),
+    rather than each host later.
+    """
+
+    def __init__(self, options: SshOptions | None = None) -> None:
+        self.options = options or SshOptions()
+        self.known_hosts = KnownHosts(self.options)
+
+    def __call__(self, endpoint: Endpoint, *, via: Connector | None = None) -> SshConnection:
+        if via is not None and not isinstance(via, SshConnection):
+            raise TypeError(f"an SSH session can only tunnel through another SSH session, not {type(via).__name__}")
+        return SshConnection(endpoint, self.options, known_hosts=self.known_hosts, bastion=via)
 
 
 def _feed(chan: paramiko.Channel, chunks: Iterable[bytes]) -> None:

@@ -30,12 +30,9 @@ __all__ = ["main"]
 # -- helpers ---------------------------------------------------------------------------------------
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    from metalfleet.bootstrap.tables import text_table
 
-    def line(r: list[str]) -> str:
-        return "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]])
+    return text_table(rows, header)
 
 
 def _offering_row(o: Offering) -> list[str]:
@@ -132,19 +129,13 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from metalfleet.bootstrap import TerminalProgress, profile_for_spec, run_bootstrap
-    from metalfleet.bootstrap.inventory import hosts_from_spec, load_target
-    from metalfleet.providers.fleet import resolve_offering
+    from metalfleet.bootstrap import TerminalProgress, live_inventory, profile_for_spec, run_bootstrap
+    from metalfleet.bootstrap.inventory import load_target
 
     target = load_target(args.target)
     if isinstance(target, ClusterSpec):
         spec = target
-        driver = _driver_for(spec, args)
-        nodes = driver.list_nodes(spec.name)
-        if not nodes:
-            raise InvalidSpecError(f"cluster {spec.name} has no live nodes on {spec.provider}: order it first "
-                                   "(metalfleet up or metalfleet order)", field="name", value=spec.name)
-        inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
+        inventory, _nodes = live_inventory(spec, _driver_for(spec, args))
         profile = args.profile or profile_for_spec(spec)
     else:
         inventory = target

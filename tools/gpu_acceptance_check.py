@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Capture acceptance evidence on a real NVIDIA machine, parse it, and (optionally) judge it.
 
-Needs only python3 and this repository (no pip install): it builds a throw-away ``metalfleet`` import
-shim in a temp dir that links to the repo's ``bootstrap/parsers``, ``bootstrap/acceptance`` and
-``providers/errors.py`` and ``providers/textfile.py`` (so no third-party package is imported).
+Needs only python3 and this repository (no pip install): it builds a throw-away ``metalfleet`` namespace
+in a temp dir that links to the repo's real ``bootstrap`` package and to ``providers/errors.py``,
+``providers/textfile.py`` and ``providers/checks.py`` (so no third-party package is imported).
 
 Runs, saving each output under ``--out`` with the names ``metalfleet.bootstrap.acceptance.offline``
 understands:
@@ -41,19 +41,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def install_shim() -> Path:
-    """Make ``import metalfleet.bootstrap.parsers`` work from the repo without installing anything."""
+    """Make ``import metalfleet.bootstrap...`` work from the repo without installing anything.
+
+    ``metalfleet`` is a namespace package (no ``__init__``), as in the installed wheel, and
+    ``metalfleet.bootstrap`` is the repo's real package (its ``__init__`` loads names lazily, so the
+    acceptance core imports only the standard library). ``providers/__init__`` needs pydantic, which a
+    GPU host's python3 does not have, so ``metalfleet.providers`` is a namespace portion holding the
+    three standard-library modules the core uses: errors, textfile (the text-file reader), checks.
+    """
     root = Path(tempfile.mkdtemp(prefix="metalfleet-shim-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     pkg = root / "metalfleet"
     (pkg / "providers").mkdir(parents=True)
-    (pkg / "bootstrap").mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "providers" / "__init__.py").write_text("")  # skip providers/__init__ (pydantic, tenacity ...)
-    (pkg / "bootstrap" / "__init__.py").write_text("")
-    for mod in ("errors.py", "textfile.py", "checks.py"):  # stdlib only: errors, the text-file reader, check names
+    (pkg / "bootstrap").symlink_to(REPO / "bootstrap", target_is_directory=True)
+    for mod in ("errors.py", "textfile.py", "checks.py"):
         (pkg / "providers" / mod).symlink_to(REPO / "providers" / mod)
-    for sub in ("parsers", "acceptance"):
-        (pkg / "bootstrap" / sub).symlink_to(REPO / "bootstrap" / sub, target_is_directory=True)
     sys.path.insert(0, str(root))
     return root
 

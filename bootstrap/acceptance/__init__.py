@@ -5,10 +5,11 @@ ports active) and fast (all_reduce bus bandwidth within the threshold of the off
 
 A check that could not be judged is reported as skipped, never as passed; see :mod:`.gate`.
 
-Pure parts (parsers, gate, reports, offline) import nothing outside the standard library,
-``providers.errors``, ``providers.textfile`` and the check names (``providers.checks``). The
-live parts load on first use (they need the SSH connector): :func:`run_acceptance` and
-:func:`format_table` (:mod:`.live`), :class:`AcceptanceOptions` (:mod:`.probes`), :func:`accept_cluster`
+Pure parts (parsers, baselines, gate and its check modules, reports, offline, the table) import
+nothing outside the standard library, ``providers.errors``, ``providers.textfile`` and the check names
+(``providers.checks``); a test imports them in a fresh interpreter and finds no paramiko. The live parts
+load on first use: :func:`run_acceptance` (:mod:`.live`, over any connector of :mod:`..sessions`),
+:func:`format_table` (:mod:`.table`), :class:`AcceptanceOptions` (:mod:`.probes`), :func:`accept_cluster`
 and the quarantine file (:mod:`.quarantine`).
 """
 
@@ -21,9 +22,11 @@ from .baselines import known_offerings, load_baselines, resolve_baseline
 from .gate import CHECK_NAMES, CheckResult, Verdict, applicable_checks, judge
 
 if TYPE_CHECKING:
-    from .live import AcceptanceReport, NodeAcceptance, format_table, run_acceptance
+    from .live import run_acceptance
     from .probes import AcceptanceOptions
     from .quarantine import AcceptanceOutcome, accept_cluster, write_quarantine
+    from .results import AcceptanceReport, NodeAcceptance
+    from .table import format_table
 
 __all__ = [
     "CHECK_NAMES",
@@ -45,7 +48,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    "AcceptanceReport": ".live", "NodeAcceptance": ".live", "format_table": ".live", "run_acceptance": ".live",
+    "AcceptanceReport": ".results", "NodeAcceptance": ".results", "format_table": ".table", "run_acceptance": ".live",
     "AcceptanceOptions": ".probes",
     "AcceptanceOutcome": ".quarantine", "accept_cluster": ".quarantine", "write_quarantine": ".quarantine",
 }

@@ -1,18 +1,190 @@
-"""Per-offering expectations (``baselines.json``) and how overrides are laid over them."""
+"""Per-offering expectations (``baselines.json``), how overrides are laid over them, and their types.
+
+The file is read as it is; :func:`resolve_baseline` lays defaults, the offering's entry and the
+overrides over each other (as mappings, so an override may only name a known field) and returns a
+frozen :class:`Baseline`. A value of the wrong type (an override ``gpu.count=eight``) is an
+:class:`InvalidSpecError` naming the field.
+"""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import types
+import typing
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from metalfleet.providers.errors import InvalidSpecError
 
-__all__ = ["DEFAULT_THRESHOLD", "known_offerings", "load_baselines", "resolve_baseline", "set_dotted"]
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "AllReduceBaseline",
+    "Baseline",
+    "FabricBaseline",
+    "GpuBaseline",
+    "HcclAllReduceBaseline",
+    "HcclBaseline",
+    "InterconnectBaseline",
+    "NcclBaseline",
+    "StorageBaseline",
+    "known_offerings",
+    "load_baselines",
+    "resolve_baseline",
+    "set_dotted",
+]
 
 DEFAULT_THRESHOLD = 0.9
+
+
+# --------------------------------------------------------------------------------------------
+# Types (one field per key of baselines.json; null is None: the check that needs it is skipped)
+
+
+@dataclass(frozen=True)
+class GpuBaseline:
+    count: int | None = None
+    model: str | None = None
+    name_regex: str | None = None
+    min_memory_mib: int | None = None
+    max_volatile_uncorrected_ecc: int = 0
+    require_ecc_enabled: bool = True
+    require_persistence_mode: bool = False
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class InterconnectBaseline:
+    #: "nvlink", "hccs", "pcie" or None.
+    kind: str | None = None
+    #: The ``nvidia-smi topo -m`` / ``npu-smi info -t topo`` link every device pair must show (NV18, HCCS...).
+    topo_link: str | None = None
+    links_per_gpu: int | None = None
+    link_gbs: float | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class FabricBaseline:
+    #: "none", "efa", "infiniband", "roce", "erdma" or "hccs" (None reads as "none").
+    kind: str | None = "none"
+    ports: int | None = None
+    port_gbps: int | None = None
+    total_gbps: int | None = None
+    #: The NCCL network plugin the fabric must use (NET/OFI, NET/IB).
+    nccl_net: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class AllReduceBaseline:
+    intra_node_ring_busbw_gbs: float | None = None
+    intra_node_nvls_busbw_gbs: float | None = None
+    multi_node_busbw_gbs: float | None = None
+    algorithm_when_unknown: str = "ring"
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class NcclBaseline:
+    all_reduce: AllReduceBaseline = AllReduceBaseline()
+    measure_min_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class HcclAllReduceBaseline:
+    intra_node_busbw_gbs: float | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class HcclBaseline:
+    all_reduce: HcclAllReduceBaseline = HcclAllReduceBaseline()
+    measure_min_bytes: int = 0
+    ranks: int | None = None
+
+
+@dataclass(frozen=True)
+class StorageBaseline:
+    nvme_count: int | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One offering's resolved expectations (defaults < the offering's entry < overrides)."""
+
+    #: The canonical offering name (an alias resolves to it).
+    name: str
+    #: "nvidia" or "ascend".
+    accelerator: str
+    threshold: float
+    #: The checks a node must pass (a skip of one fails the node).
+    required: tuple[str, ...]
+    gpu: GpuBaseline
+    interconnect: InterconnectBaseline
+    fabric: FabricBaseline
+    nccl: NcclBaseline
+    hccl: HcclBaseline
+    storage: StorageBaseline
+    provider: str | None = None
+    aliases: tuple[str, ...] = ()
+    notes: str | None = None
+    threshold_source: str | None = None
+
+    @property
+    def ascend(self) -> bool:
+        return self.accelerator == "ascend"
+
+    def value(self, dotted: str) -> Any:
+        """The value at a dotted path (``gpu.count``); None when a part is missing."""
+        value: Any = self
+        for key in dotted.split("."):
+            value = getattr(value, key, None)
+        return value
+
+
+_T = TypeVar("_T")
+
+
+def _check(kind: Any, value: Any, where: str) -> Any:
+    """``value`` as type ``kind`` (a resolved annotation), or InvalidSpecError naming ``where``."""
+    nullable = False
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        nullable = type(None) in typing.get_args(kind)
+        if value is None and nullable:
+            return None
+        (kind,) = [a for a in typing.get_args(kind) if a is not type(None)]
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        if not isinstance(value, dict):
+            raise InvalidSpecError(f"baseline field {where!r} must be a mapping, got {value!r}", field=where,
+                                   value=value)
+        return _typed(kind, value, where)
+    if typing.get_origin(kind) is tuple:
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise InvalidSpecError(f"baseline field {where!r} must be a list of names, got {value!r}", field=where,
+                                   value=value)
+        return tuple(value)
+    exact = {bool: isinstance(value, bool), str: isinstance(value, str),
+             int: (isinstance(value, int) and not isinstance(value, bool))
+             or (isinstance(value, float) and value.is_integer()),
+             float: isinstance(value, int | float) and not isinstance(value, bool)}
+    if not exact[kind]:
+        what = f"{'an' if kind is int else 'a'} {kind.__name__}{' or null' if nullable else ''}"
+        raise InvalidSpecError(f"baseline field {where!r} must be {what}, got {value!r}", field=where, value=value)
+    return kind(value)
+
+
+def _typed(cls: type[_T], data: dict[str, Any], path: str = "") -> _T:
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            values[f.name] = _check(hints[f.name], data[f.name], f"{path}.{f.name}" if path else f.name)
+    return cls(**values)
 
 
 @lru_cache(maxsize=1)
@@ -54,11 +226,11 @@ def _merge(base: dict[str, Any], top: dict[str, Any], path: str, strict: bool) -
     return out
 
 
-def resolve_baseline(offering: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def resolve_baseline(offering: str, overrides: dict[str, Any] | None = None) -> Baseline:
     """Defaults, then the offering's entry, then ``overrides`` (which may only name known fields).
 
-    The result carries ``name`` (the canonical offering name). Raises InvalidSpecError for an unknown
-    offering, an unknown override field or a threshold outside (0, 1.5].
+    The result's ``name`` is the canonical offering name. Raises InvalidSpecError for an unknown
+    offering, an unknown override field, a value of the wrong type or a threshold outside (0, 1.5].
     """
     key = _canonical(offering)
     if key is None:
@@ -78,7 +250,7 @@ def resolve_baseline(offering: str, overrides: dict[str, Any] | None = None) -> 
     if not isinstance(merged.get("required"), list):
         raise InvalidSpecError("required must be a list of check names", field="required", value=merged.get("required"))
     merged["name"] = key
-    return merged
+    return _typed(Baseline, merged)
 
 
 def set_dotted(tree: dict[str, Any], path: str, value: Any) -> None:

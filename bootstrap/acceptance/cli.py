@@ -184,24 +184,19 @@ class _Progress:
 def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any],
                                                                                        Any]:
     """(inventory, overrides, (driver, nodes) or None) for an inventory or a cluster spec file."""
-    from ..inventory import Inventory, hosts_from_spec, load_target
+    from ..inventory import Inventory, load_target
 
     target = load_target(path)
     if isinstance(target, Inventory):
         return target, overrides, None
-    from metalfleet.providers.fleet import resolve_offering
-    from metalfleet.providers.models import NodeState
     from metalfleet.providers.registry import get_driver, parse_driver_config
 
+    from ..api import live_inventory
     from .quarantine import merge_overrides, spec_overrides
 
     spec = target
     driver = get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
-    nodes = [n for n in driver.list_nodes(spec.name) if n.state == NodeState.RUNNING and n.private_ip]
-    if not nodes:
-        raise InvalidSpecError(f"cluster {spec.name} has no running node on {spec.provider} to check",
-                               field="name", value=spec.name)
-    inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
+    inventory, nodes = live_inventory(spec, driver)
     merged = merge_overrides(spec_overrides(spec), overrides)
     return inventory, merged, (driver, nodes)
 
@@ -219,7 +214,7 @@ def _verify_live(args: argparse.Namespace) -> int:
             load_quarantine(args.quarantine_file)  # a file that cannot be updated fails before the run
         options = AcceptanceOptions(nccl=not args.no_nccl, multi_node=not args.no_multi_node,
                                     dcgm_level=args.dcgm)
-        from ..runner import select_hosts
+        from ..sessions import select_hosts
 
         if args.limit and not select_hosts(inventory.hosts, args.limit):
             print(f"error: --limit {' '.join(args.limit)} matches no host of {args.target}", file=sys.stderr)

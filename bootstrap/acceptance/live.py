@@ -9,7 +9,8 @@
     print(format_table(report))
     sys.exit(0 if report.passed else 1)
 
-Per host: one SSH connection and one exec channel carrying every probe of :func:`.probes.plan_probes`
+Per host: one connector (SSH unless ``connect`` says otherwise; the pool, jump hosts and fan-out are
+:mod:`..sessions`'s, as for bootstrap) and one exec channel carrying every probe of :func:`.probes.plan_probes`
 (the cheap reads first, then all_reduce_perf), each under its own ``timeout``; each probe's stdout,
 exit status and stderr come back framed by a random token. Then :func:`.gate.judge` against the
 host's offering. A host that cannot be reached, or whose probes cannot run, is reported failed
@@ -27,29 +28,30 @@ skips dot files).
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 
+from ..connector import Connect, Connector, SshOptions
 from ..errors import CommandTimeout, HostUnreachable
 from ..inventory import Host, Inventory
 from ..logs import HostLog
 from ..parsers import ParseError, to_jsonable
 from ..progress import ProgressCallback, ProgressEvent
-from ..runner import select_hosts
-from ..script import new_token, parse_batch_output
-from ..ssh import KnownHosts, SshConnection, SshOptions, parse_bastion
-from .baselines import resolve_baseline
-from .gate import EXTRA_CHECKS, FAIL, NCCL_CHECKS, SKIP, CheckResult, Verdict, applicable_checks, judge
+from ..script import Script, parse_batch_output, parse_probe_stderr
+from ..script import probe_script as _framed
+from ..sessions import FanOut, SessionPool, host_folder, select_hosts
+from .baselines import Baseline, resolve_baseline
+from .gate import applicable_checks, judge
 from .probes import AcceptanceOptions, Probe, ProbeOutput, multi_node_probe, plan_probes
-from .report import to_json, to_junit, to_markdown, verdict_to_dict
+from .results import ERROR, FAILED, PASS, UNREACHABLE, AcceptanceReport, MultiNodeResult, NodeAcceptance, ProbeResult
+from .table import check_statuses, format_table
+from .verdict import EXTRA_CHECKS, FAIL, NCCL_CHECKS, SKIP, CheckResult, Verdict
 
 __all__ = [
     "AcceptanceReport",
@@ -62,183 +64,15 @@ __all__ = [
     "run_acceptance",
 ]
 
-PASS, FAILED, UNREACHABLE, ERROR = "pass", "fail", "unreachable", "error"
-
-
-@dataclass
-class ProbeResult:
-    """What one probe printed and what became of it."""
-
-    name: str
-    label: str
-    rc: int
-    seconds: float | None = None
-    #: The parser kind its output was read as (None when it was no evidence).
-    kind: str | None = None
-    #: Why it is no evidence: "not installed (exit 127)", "timed out after 60s", a parse error...
-    error: str | None = None
-    #: The file name its evidence is saved under (one the offline reader recognises).
-    file: str | None = None
-    #: Saved file, relative to the host's folder.
-    saved_as: str | None = None
-    stdout: str = field(default="", repr=False)
-    stderr: str = field(default="", repr=False)
-
-    @property
-    def is_evidence(self) -> bool:
-        return self.kind is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "command": self.label, "rc": self.rc,
-                "seconds": None if self.seconds is None else round(self.seconds, 3), "kind": self.kind,
-                "error": self.error, "saved_as": self.saved_as, "stderr_tail": self.stderr[-2000:]}
-
-
-@dataclass
-class NodeAcceptance:
-    """One node's verdict (synthesised for a node that could not be judged) and its probes."""
-
-    host: str
-    address: str
-    offering: str
-    status: str
-    verdict: Verdict
-    provider: str | None = None
-    error: str | None = None
-    probes: list[ProbeResult] = field(default_factory=list)
-    seconds: float = 0.0
-    round_trips: int = 0
-    #: The provider's node id, when the host came from a provider (set by accept_cluster).
-    node_id: str | None = None
-    saved_to: str | None = None
-    #: The resolved baseline (for tables); not serialised.
-    baseline: Mapping[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASS
-
-    @property
-    def reason(self) -> str:
-        """The first failing check as ``name: reason`` (or the error); "" when passed."""
-        if self.error and self.status in (UNREACHABLE, ERROR):
-            return self.error
-        first = next(iter(self.verdict.failures), None)
-        return f"{first.name}: {first.reason}" if first else ""
-
-    def probe(self, name: str) -> ProbeResult | None:
-        return next((p for p in self.probes if p.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "address": self.address, "node_id": self.node_id, "provider": self.provider,
-                "offering": self.offering, "status": self.status, "passed": self.passed, "reason": self.reason,
-                "error": self.error, "seconds": round(self.seconds, 3), "round_trips": self.round_trips,
-                "saved_to": self.saved_to, "probes": [p.to_dict() for p in self.probes],
-                "verdict": verdict_to_dict(self.verdict)}
-
-
-@dataclass
-class MultiNodeResult:
-    """The all_reduce across the nodes of one offering that passed on their own."""
-
-    offering: str
-    hosts: list[str]
-    launcher: str
-    hostfile: str
-    status: str
-    verdict: Verdict
-    probe: ProbeResult | None = None
-    error: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASS
-
-    @property
-    def reason(self) -> str:
-        if self.error:
-            return self.error
-        first = next(iter(self.verdict.failures), None)
-        return f"{first.name}: {first.reason}" if first else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"offering": self.offering, "hosts": list(self.hosts), "launcher": self.launcher,
-                "hostfile": self.hostfile, "status": self.status, "passed": self.passed, "reason": self.reason,
-                "error": self.error, "seconds": round(self.seconds, 3),
-                "probe": self.probe.to_dict() if self.probe else None, "verdict": verdict_to_dict(self.verdict)}
-
-
-@dataclass
-class AcceptanceReport:
-    nodes: list[NodeAcceptance] = field(default_factory=list)
-    multi_node: list[MultiNodeResult] = field(default_factory=list)
-    seconds: float = 0.0
-    save_dir: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.nodes) and all(n.passed for n in self.nodes) and all(m.passed for m in self.multi_node)
-
-    @property
-    def failed(self) -> list[NodeAcceptance]:
-        return [n for n in self.nodes if not n.passed]
-
-    @property
-    def accepted(self) -> list[NodeAcceptance]:
-        return [n for n in self.nodes if n.passed]
-
-    def node(self, host: str) -> NodeAcceptance:
-        for n in self.nodes:
-            if n.host == host:
-                return n
-        raise KeyError(host)
-
-    @property
-    def verdicts(self) -> list[Verdict]:
-        """Every node's verdict, then each multi-node run's (what the JSON/JUnit/Markdown reports hold)."""
-        return [n.verdict for n in self.nodes] + [m.verdict for m in self.multi_node]
-
-    def to_json(self) -> str:
-        return to_json(self.verdicts)
-
-    def to_junit(self) -> str:
-        return to_junit(self.verdicts)
-
-    def to_markdown(self) -> str:
-        return to_markdown(self.verdicts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "seconds": round(self.seconds, 3), "save_dir": self.save_dir,
-                "nodes": [n.to_dict() for n in self.nodes], "multi_node": [m.to_dict() for m in self.multi_node]}
-
 
 # --------------------------------------------------------------------------------------------
-# The script: every probe in one channel, framed
+# Every probe in one channel, framed
 
 
 def probe_script(probes: Sequence[Probe], token: str) -> str:
-    """One script that runs every probe (under ``timeout``) and frames stdout, status and stderr.
-
-    Per probe: ``<token> <i>``, its stdout, ``\\n<token>-rc <i> <rc>``, then ``<token>-err <i>``, the
-    tail of its stderr and ``\\n<token>-end <i>``. Values reach the script only through
-    :func:`shlex.join`-quoted argv. Probes never stop the script: each one's failure is evidence.
-    """
-    import shlex
-
-    lines = [f"T={shlex.quote(token)}",
-             'E=$(mktemp 2>/dev/null) || E="/tmp/.mf-accept.$$"',
-             "trap 'rm -f \"$E\"' EXIT"]
-    for i, p in enumerate(probes):
-        lines.append(f'printf "%s %s\\n" "$T" {i}; {shlex.join(p.command())} </dev/null 2>"$E"; mf_rc=$?; '
-                     f'printf "\\n%s-rc %s %s\\n" "$T" {i} "$mf_rc"; printf "%s-err %s\\n" "$T" {i}; '
-                     f'tail -c 4000 "$E"; printf "\\n%s-end %s\\n" "$T" {i}')
-    return "\n".join(lines) + "\nexit 0\n"
-
-
-def _stderr_frames(text: str, token: str) -> dict[int, str]:
-    pattern = re.compile(rf"^{re.escape(token)}-err (\d+)\n(.*?)\n{re.escape(token)}-end \1$", re.M | re.S)
-    return {int(m.group(1)): m.group(2) for m in pattern.finditer(text)}
+    """One script that runs every probe (under ``timeout``) and frames stdout, status and stderr
+    (:func:`..script.probe_script`). Probes never stop the script: each one's failure is evidence."""
+    return _framed([p.command() for p in probes], token)
 
 
 class _Clock:
@@ -277,12 +111,11 @@ class _Clock:
                     self.on_done(i, rc, self.seconds[i])
 
 
+
+
 # --------------------------------------------------------------------------------------------
 # Per host
 
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "host"
 
 
 def _synthetic(name: str, offering: str, reason: str, threshold: float, check: str = "reachable") -> Verdict:
@@ -381,37 +214,24 @@ def _save(folder: Path, node: NodeAcceptance) -> None:
 
 
 class _Runner:
-    def __init__(self, ssh: SshOptions, options: AcceptanceOptions, overrides: Mapping[str, Any] | None,
+    def __init__(self, pool: SessionPool, options: AcceptanceOptions, overrides: Mapping[str, Any] | None,
                  emit: ProgressCallback, total: int, save_dir: Path | None) -> None:
-        self.ssh = ssh
+        self.pool = pool
         self.options = options
         self.overrides = overrides
         self.emit = emit
         self.total = total
         self.done = 0
         self.lock = threading.Lock()
-        self.known_hosts = KnownHosts(ssh)
-        self.bastions: dict[str, SshConnection] = {}
         self.save_dir = save_dir
-
-    def connection(self, h: Host) -> SshConnection:
-        bastion = None
-        if h.bastion:
-            with self.lock:
-                bastion = self.bastions.get(h.bastion)
-                if bastion is None:
-                    bastion = SshConnection(parse_bastion(h.bastion, default_user=h.user, key_path=h.key),
-                                            self.ssh, known_hosts=self.known_hosts)
-                    self.bastions[h.bastion] = bastion
-        return SshConnection(h.endpoint(), self.ssh, known_hosts=self.known_hosts, bastion=bastion)
 
     def event(self, kind: Any, host: str, **kw: Any) -> None:
         self.emit(ProgressEvent(kind=kind, host=host, done=self.done, total=self.total, **kw))
 
-    def run_probes(self, h: Host, conn: SshConnection, probes: Sequence[Probe],
+    def run_probes(self, h: Host, conn: Connector, probes: Sequence[Probe],
                    log: HostLog | None) -> list[ProbeResult]:
         """Run ``probes`` in one channel; their results, in order."""
-        token = new_token()
+        script = Script.probes([p.command() for p in probes])
 
         def done(i: int, rc: int, seconds: float) -> None:
             if i < len(probes):
@@ -420,13 +240,13 @@ class _Runner:
                          else "ok" if rc == 0 else f"exit {rc}")
                 self.event("step-done", h.name, step=p.name, status=state, seconds=seconds)
 
-        clock = _Clock(token, probes, done, log)
+        clock = _Clock(script.token, probes, done, log)
         budget = sum(p.timeout + 10 for p in probes) + 30
-        res = conn.run(["sh", "-c", probe_script(probes, token)], sudo=self.options.sudo, timeout=budget,
-                       retry_on_drop=True, on_output=clock.feed)
+        res = conn.run_script(script, sudo=self.options.sudo, timeout=budget, retry_on_drop=True,
+                              on_output=clock.feed)
         text = res.text
-        items = {r.index: r for r in parse_batch_output(text, token)}
-        errs = _stderr_frames(text, token)
+        items = {r.index: r for r in parse_batch_output(text, script.token)}
+        errs = parse_probe_stderr(text, script.token)
         results = []
         for i, p in enumerate(probes):
             item = items.get(i)
@@ -438,15 +258,16 @@ class _Runner:
                                   f"{(res.stderr or res.stdout).decode(errors='replace').strip()[-300:]}")
         return results
 
-    def host(self, h: Host, baseline: Mapping[str, Any]) -> NodeAcceptance:
+    def host(self, h: Host, baseline: Baseline) -> NodeAcceptance:
         t0 = time.monotonic()
-        name = baseline["name"]
+        name = baseline.name
+        threshold = float(baseline.threshold)
         node = NodeAcceptance(h.name, h.address, name, ERROR, _synthetic(h.name, name, "not run", 0.0),
                               provider=h.provider, baseline=baseline)
         probes = plan_probes(h, baseline, self.options)
-        folder = self.save_dir / _safe(h.name) if self.save_dir else None
+        folder = host_folder(self.save_dir, h.name) if self.save_dir else None
         log = HostLog(folder / ".session.log") if folder else None
-        conn = self.connection(h)
+        conn = self.pool.connector(h)
         self.event("host-start", h.name)
         try:
             conn.connect()
@@ -457,16 +278,16 @@ class _Runner:
             node.status = PASS if node.verdict.passed else FAILED
         except HostUnreachable as exc:
             node.status, node.error = UNREACHABLE, f"unreachable: {exc.message}"
-            node.verdict = _synthetic(h.name, name, node.error, float(baseline["threshold"]))
+            node.verdict = _synthetic(h.name, name, node.error, threshold)
         except CommandTimeout as exc:
             node.status, node.error = ERROR, f"probes did not finish: {exc.message}"
-            node.verdict = _synthetic(h.name, name, node.error, float(baseline["threshold"]), "probes")
+            node.verdict = _synthetic(h.name, name, node.error, threshold, "probes")
         except MetalfleetError as exc:
             node.status, node.error = ERROR, f"{type(exc).__name__}: {exc.message}"
-            node.verdict = _synthetic(h.name, name, node.error, float(baseline["threshold"]), "probes")
+            node.verdict = _synthetic(h.name, name, node.error, threshold, "probes")
         except Exception as exc:  # a bug for one host must not hide the others
             node.status, node.error = ERROR, f"{type(exc).__name__}: {exc}"
-            node.verdict = _synthetic(h.name, name, node.error, float(baseline["threshold"]), "probes")
+            node.verdict = _synthetic(h.name, name, node.error, threshold, "probes")
         finally:
             conn.close()
             if log:
@@ -474,22 +295,24 @@ class _Runner:
         node.seconds = time.monotonic() - t0
         if folder:
             _save(folder, node)
+        return node
+
+    def host_done(self, h: Host, node: NodeAcceptance) -> None:
         with self.lock:
             self.done += 1
         self.event("host-done", h.name, status=node.status, seconds=node.seconds, detail=node.reason)
-        return node
 
-    def multi(self, hosts: Sequence[Host], baseline: Mapping[str, Any]) -> MultiNodeResult:
+    def multi(self, hosts: Sequence[Host], baseline: Baseline) -> MultiNodeResult:
         t0 = time.monotonic()
-        name = baseline["name"]
+        name = baseline.name
         probe, hostfile = multi_node_probe(hosts, baseline, self.options)
         launcher = hosts[0]
         label = f"all_reduce across {len(hosts)} nodes ({name})"
         result = MultiNodeResult(name, [h.name for h in hosts], launcher.name, hostfile, ERROR,
-                                 _synthetic(label, name, "not run", float(baseline["threshold"]), "probes"))
-        folder = self.save_dir / _safe(f"multinode-{name}") if self.save_dir else None
+                                 _synthetic(label, name, "not run", float(baseline.threshold), "probes"))
+        folder = host_folder(self.save_dir, f"multinode-{name}") if self.save_dir else None
         log = HostLog(folder / ".session.log") if folder else None
-        conn = self.connection(launcher)
+        conn = self.pool.connector(launcher)
         self.event("host-start", label)
         try:
             conn.connect()
@@ -499,7 +322,7 @@ class _Runner:
             result.status = PASS if result.verdict.passed else FAILED
         except MetalfleetError as exc:
             result.error = f"{type(exc).__name__} on {launcher.name}: {exc.message}"
-            result.verdict = _synthetic(label, name, result.error, float(baseline["threshold"]), "probes")
+            result.verdict = _synthetic(label, name, result.error, float(baseline.threshold), "probes")
         finally:
             conn.close()
             if log:
@@ -516,19 +339,15 @@ class _Runner:
         self.event("host-done", label, status=result.status, seconds=result.seconds, detail=result.reason)
         return result
 
-    def close(self) -> None:
-        for b in self.bastions.values():
-            b.close()
-
 
 # --------------------------------------------------------------------------------------------
 
 
 def _baselines(hosts: Sequence[Host], offering: str | None,
-               overrides: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+               overrides: Mapping[str, Any] | None) -> dict[str, Baseline]:
     """host name -> resolved baseline; raises InvalidSpecError before any connection."""
-    out: dict[str, dict[str, Any]] = {}
-    cache: dict[str, dict[str, Any]] = {}
+    out: dict[str, Baseline] = {}
+    cache: dict[str, Baseline] = {}
     for h in hosts:
         name = offering or h.offering
         if not name:
@@ -551,6 +370,7 @@ def run_acceptance(
     options: AcceptanceOptions | None = None,
     ssh: SshOptions | None = None,
     save_dir: str | Path | None = None,
+    connect: Connect | None = None,
 ) -> AcceptanceReport:
     """Probe, judge and report every host; never raises for a host's failure.
 
@@ -558,8 +378,9 @@ def run_acceptance(
     ``overrides``: baseline fields to lay over it (``{"threshold": 0.8, "nccl": {...}}``), as for
     :func:`.gate.judge`. ``limit``: host globs or ``label=value`` (as ``metalfleet bootstrap --limit``).
     ``progress``: bootstrap :class:`ProgressEvent` s (``step-done`` per probe, ``host-done`` per
-    node with its status and first failing reason). A missing or unknown offering, or a bad
-    override, raises :class:`InvalidSpecError` before any connection.
+    node with its status and first failing reason). ``connect``: how hosts are reached (default: SSH
+    with ``ssh`` or the inventory's SSH options; a :class:`~..replay.ReplayFleet` in tests). A missing
+    or unknown offering, or a bad override, raises :class:`InvalidSpecError` before any connection.
     """
     if isinstance(inventory_or_hosts, Inventory):
         hosts: Sequence[Host] = inventory_or_hosts.hosts
@@ -571,126 +392,18 @@ def run_acceptance(
     baselines = _baselines(chosen, offering, overrides)
     t0 = time.monotonic()
     folder = Path(save_dir) if save_dir else None
-    runner = _Runner(ssh or SshOptions(), opts, overrides, progress or (lambda ev: None), len(chosen), folder)
     report = AcceptanceReport(save_dir=str(folder) if folder else None)
-    try:
-        if chosen:
-            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(chosen))),
-                                    thread_name_prefix="mf-accept") as pool:
-                report.nodes = list(pool.map(lambda h: runner.host(h, baselines[h.name]), chosen))
+    with SessionPool(ssh, connect) as pool:
+        runner = _Runner(pool, opts, overrides, progress or (lambda ev: None), len(chosen), folder)
+        fan: FanOut[Host, NodeAcceptance] = FanOut(chosen, max_workers=max_workers, thread_name_prefix="mf-accept")
+        report.nodes = fan.run(lambda h: runner.host(h, baselines[h.name]), on_done=runner.host_done)
         if opts.multi_node and opts.nccl:
             groups: dict[str, list[Host]] = {}
             for h, n in zip(chosen, report.nodes, strict=True):
-                if n.passed and baselines[h.name].get("accelerator") != "ascend":
+                if n.passed and not baselines[h.name].ascend:
                     groups.setdefault(n.offering, []).append(h)
             for group in groups.values():
                 if len(group) >= 2:
                     report.multi_node.append(runner.multi(group, baselines[group[0].name]))
-    finally:
-        runner.close()
     report.seconds = time.monotonic() - t0
     return report
-
-
-# --------------------------------------------------------------------------------------------
-# The acceptance table
-
-
-def _mark(c: CheckResult) -> str:
-    return {"fail": " FAIL", "skip": " SKIP"}.get(c.status, "")
-
-
-def _cell_gpus(n: NodeAcceptance) -> str:
-    c = n.verdict.check("gpu-count")
-    if c is None or c.measured is None:
-        return "-" if c is None else f"?{_mark(c)}"
-    return f"{c.measured}/{c.expected}" if c.expected is not None else str(c.measured)
-
-
-def _cell_nvlink(n: NodeAcceptance) -> str:
-    parts = []
-    topo = n.verdict.check("gpu-interconnect")
-    if topo is not None:
-        kinds = topo.measured if isinstance(topo.measured, list) else []
-        parts.append(("/".join(kinds) or "?") + _mark(topo))
-    links = n.verdict.check("nvlink-links")
-    if links is not None and not links.skipped:
-        parts.append(f"{links.measured} links" + _mark(links))
-    return ", ".join(parts) or "-"
-
-
-def _cell_fabric(n: NodeAcceptance) -> str:
-    fab = n.baseline.get("fabric") or {}
-    kind = fab.get("kind") or "none"
-    c = n.verdict.check("fabric-ports")
-    if c is None:
-        return kind if kind == "none" else f"{kind} ?"
-    if c.measured is None:
-        return f"{kind} ?{_mark(c)}"
-    count = len(c.measured) if isinstance(c.measured, list) else c.measured
-    want = fab.get("ports")
-    return f"{kind} {count}/{want}" + _mark(c)
-
-
-def _cell_busbw(v: Verdict) -> str:
-    c = v.check("allreduce-busbw")
-    if c is None:
-        return "-"
-    measured = c.measured.get("busbw_gbs") if isinstance(c.measured, dict) else c.measured
-    if not isinstance(measured, int | float):
-        return "-" + _mark(c)
-    if isinstance(c.expected, int | float) and c.expected:
-        return f"{measured:.1f}/{float(c.expected):.1f} GB/s ({measured / float(c.expected):.0%})"
-    return f"{measured:.1f} GB/s (no baseline){_mark(c)}"
-
-
-def _cell_skipped(v: Verdict) -> str:
-    return ",".join(c.name for c in v.skipped) or "-"
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]])
-
-
-def _first_clause(reason: str) -> str:
-    """The reason up to its first "; " (the measurement; the rest is how it was taken)."""
-    return reason.split("; ", 1)[0]
-
-
-def check_statuses(report: AcceptanceReport) -> str:
-    """One line per node (and run across nodes): ``name: check=status check=status ...``, every check judged."""
-    lines = [f"{n.host}: " + " ".join(f"{c.name}={c.status}" for c in n.verdict.checks) for n in report.nodes]
-    lines += [f"{len(m.hosts)} nodes ({m.offering}): " + " ".join(f"{c.name}={c.status}" for c in m.verdict.checks)
-              for m in report.multi_node]
-    return "\n".join(lines)
-
-
-def format_table(report: AcceptanceReport) -> str:
-    """One row per node: node, offering, GPUs, NVLink, fabric, busbw vs baseline, the checks that were skipped
-    (not judged: no evidence or no baseline; never counted as passed), verdict + first reason; then the
-    status of every check of every node."""
-    rows = []
-    for n in report.nodes:
-        verdict = "PASS" if n.passed else \
-            f"{'UNREACHABLE' if n.status == UNREACHABLE else 'FAIL'}: {_first_clause(n.reason)}"
-        rows.append([n.host, n.offering, _cell_gpus(n), _cell_nvlink(n), _cell_fabric(n), _cell_busbw(n.verdict),
-                     _cell_skipped(n.verdict), verdict])
-    for m in report.multi_node:
-        verdict = "PASS" if m.passed else f"FAIL: {_first_clause(m.reason)}"
-        rows.append([f"{len(m.hosts)} nodes", m.offering, "-", "-", "-", _cell_busbw(m.verdict),
-                     _cell_skipped(m.verdict), verdict])
-    passed = sum(1 for n in report.nodes if n.passed)
-    skipped = sum(len(n.verdict.skipped) for n in report.nodes)
-    head = f"{passed} of {len(report.nodes)} node(s) passed acceptance in {report.seconds:.1f}s"
-    if skipped:
-        head += f" ({skipped} check(s) skipped, not counted as passed)"
-    if report.multi_node:
-        head += "; " + "; ".join(f"all_reduce across {len(m.hosts)} nodes: {'pass' if m.passed else 'FAIL'}"
-                                 for m in report.multi_node)
-    table = _table(rows, ["node", "offering", "GPUs", "NVLink", "fabric", "busbw vs baseline", "skipped", "verdict"])
-    return f"{head}\n{table}\n\nchecks:\n{check_statuses(report)}"

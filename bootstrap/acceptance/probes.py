@@ -31,6 +31,8 @@ from typing import Any
 from ..facts import Fact
 from ..inventory import Host
 from ..parsers import ParseError, parse, sniff_kind
+from .baselines import Baseline
+from .verdict import NCCL_CHECKS
 
 __all__ = ["AcceptanceOptions", "Probe", "ProbeOutput", "multi_node_probe", "plan_probes"]
 
@@ -190,12 +192,11 @@ _HCCL = ('B="$1"; M="$2"; N="$3"; shift 3; [ -x "$B" ] || { echo "hccl_test not 
 
 _GPU_CHECKS = ("gpu-count", "gpu-model", "gpu-memory", "gpu-ecc", "gpu-memory-health", "gpu-persistence",
                "gpu-fabric-state")
-_NCCL_CHECKS = ("nccl-correctness", "nccl-launch", "nccl-transport", "allreduce-busbw")
 
 
-def gpu_count(baseline: Mapping[str, Any], host: Host | None = None) -> int:
+def gpu_count(baseline: Baseline, host: Host | None = None) -> int:
     """GPUs per node: the baseline's, else the host's traits, else 8."""
-    n = baseline.get("gpu", {}).get("count")
+    n = baseline.gpu.count
     if n:
         return int(n)
     if host is not None and host.traits.gpu_count:
@@ -203,13 +204,13 @@ def gpu_count(baseline: Mapping[str, Any], host: Host | None = None) -> int:
     return 8
 
 
-def plan_probes(host: Host, baseline: Mapping[str, Any], options: AcceptanceOptions | None = None) -> list[Probe]:
+def plan_probes(host: Host, baseline: Baseline, options: AcceptanceOptions | None = None) -> list[Probe]:
     """The probes for one node, cheap reads first, the long bandwidth test (and DCGM) last."""
     o = options or AcceptanceOptions()
     t = o.probe_timeout
     probes: list[Probe] = []
-    ascend = baseline.get("accelerator") == "ascend"
-    fabric = (baseline.get("fabric") or {}).get("kind") or "none"
+    ascend = baseline.ascend
+    fabric = baseline.fabric.kind or "none"
     n = gpu_count(baseline, host)
     if ascend:
         probes.append(Probe("npu-smi", ("npu-smi", "info"), "npu-smi", "npu-smi-info.txt", t,
@@ -232,7 +233,7 @@ def plan_probes(host: Host, baseline: Mapping[str, Any], options: AcceptanceOpti
                         label_text="nvidia-smi -q -x (nvidia-smi -q if XML fails)"))
     probes.append(Probe("topo", ("nvidia-smi", "topo", "-m"), "nvidia-smi-topo", "nvidia-smi-topo-m.txt", t,
                         ("gpu-interconnect",)))
-    if (baseline.get("interconnect") or {}).get("kind") == "nvlink":
+    if baseline.interconnect.kind == "nvlink":
         probes.append(Probe("nvlink", ("nvidia-smi", "nvlink", "-s"), "nvlink-status", "nvidia-smi-nvlink-s.txt", t,
                             ("nvlink-links",)))
     if fabric in ("infiniband", "roce"):
@@ -247,7 +248,7 @@ def plan_probes(host: Host, baseline: Mapping[str, Any], options: AcceptanceOpti
     if o.nccl:
         args = (*o.nccl_args, "-g", str(n))
         probes.append(Probe("all_reduce_perf", _sh(_NCCL, o.nccl_env_file, o.nccl_binary, *args), "nccl-tests",
-                            "all_reduce_perf.txt", o.nccl_timeout, (*_NCCL_CHECKS, "fabric-ports"),
+                            "all_reduce_perf.txt", o.nccl_timeout, (*NCCL_CHECKS, "fabric-ports"),
                             parse_on_failure=True,
                             label_text=f"NCCL_DEBUG=INFO all_reduce_perf {shlex.join(args)}"))
     if o.dcgm_level:
@@ -256,7 +257,7 @@ def plan_probes(host: Host, baseline: Mapping[str, Any], options: AcceptanceOpti
     return probes
 
 
-def multi_node_probe(hosts: Sequence[Host], baseline: Mapping[str, Any],
+def multi_node_probe(hosts: Sequence[Host], baseline: Baseline,
                      options: AcceptanceOptions | None = None) -> tuple[Probe, str]:
     """The all_reduce across ``hosts`` (run from the first), and the hostfile it writes there."""
     o = options or AcceptanceOptions()
@@ -269,5 +270,5 @@ def multi_node_probe(hosts: Sequence[Host], baseline: Mapping[str, Any],
     label = (f"{o.mpirun} -np {ranks} -N {per_node} --hostfile {o.hostfile_path} -x NCCL_DEBUG=INFO "
              f"{shlex.join(o.mpirun_args)} all_reduce_perf {shlex.join(args)}")
     probe = Probe("all_reduce_perf-multinode", argv, "nccl-tests", "all_reduce_perf-multinode.txt",
-                  o.multi_node_timeout, _NCCL_CHECKS, parse_on_failure=True, label_text=label)
+                  o.multi_node_timeout, NCCL_CHECKS, parse_on_failure=True, label_text=label)
     return probe, hostfile

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..parsers import to_jsonable
-from .gate import FAIL, SKIP, WARN, Verdict
+from .verdict import FAIL, SKIP, WARN, Verdict
 
 __all__ = ["to_json", "to_junit", "to_markdown", "verdict_to_dict"]
 

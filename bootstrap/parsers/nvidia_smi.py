@@ -15,7 +15,7 @@ from ._text import Line, lenient_float, lenient_int, na_to_none, numbered_lines,
 from .errors import ParseError
 
 __all__ = [
-    "GpuInfo",
+    "NvidiaSmiGpu",
     "NvidiaSmiReport",
     "parse_nvidia_smi_q",
     "parse_nvidia_smi_table",
@@ -28,7 +28,9 @@ TOOL_TABLE = "nvidia-smi"
 
 
 @dataclass(frozen=True)
-class GpuInfo:
+class NvidiaSmiGpu:
+    """One GPU's section of an nvidia-smi report (None: the form read does not show the field)."""
+
     index: int
     name: str | None = None
     bus_id: str | None = None
@@ -71,12 +73,12 @@ class NvidiaSmiReport:
     cuda_version: str | None
     #: What the tool says is attached (``Attached GPUs``); may exceed ``len(gpus)`` for ``-i N`` captures.
     attached_gpus: int | None
-    gpus: tuple[GpuInfo, ...] = field(default_factory=tuple)
+    gpus: tuple[NvidiaSmiGpu, ...] = field(default_factory=tuple)
     gpu_count: int = 0
 
     @staticmethod
     def build(tool: str, driver: str | None, cuda: str | None, attached: int | None,
-              gpus: list[GpuInfo]) -> NvidiaSmiReport:
+              gpus: list[NvidiaSmiGpu]) -> NvidiaSmiReport:
         count = attached if attached is not None else len(gpus)
         return NvidiaSmiReport(tool, driver, cuda, attached, tuple(gpus), count)
 
@@ -108,7 +110,7 @@ _UNCORR = ("dram_uncorrectable", "sram_uncorrectable", "sram_uncorrectable_parit
 _CORR = ("dram_correctable", "sram_correctable", "single_bit/total")
 
 
-def _xml_gpu(index: int, g: ET.Element) -> GpuInfo:
+def _xml_gpu(index: int, g: ET.Element) -> NvidiaSmiGpu:
     ecc = g.find("ecc_errors")
     vol = ecc.find("volatile") if ecc is not None else None
     agg = ecc.find("aggregate") if ecc is not None else None
@@ -124,7 +126,7 @@ def _xml_gpu(index: int, g: ET.Element) -> GpuInfo:
     if pending is None:
         pending = yes_no(_xt(rp, "pending_blacklist"))
     processes = g.find("processes")
-    return GpuInfo(
+    return NvidiaSmiGpu(
         index=index,
         name=na_to_none(_xt(g, "product_name")),
         bus_id=na_to_none(_xt(g, "pci/pci_bus_id")) or na_to_none(g.get("id")),
@@ -249,7 +251,7 @@ def _count_sum(section: _Node | None, names: tuple[str, ...]) -> int | None:
     return total
 
 
-def _q_gpu(index: int, g: _Node, bus: str) -> GpuInfo:
+def _q_gpu(index: int, g: _Node, bus: str) -> NvidiaSmiGpu:
     vol = g.find("ECC Errors", "Volatile")
     agg = g.find("ECC Errors", "Aggregate")
     uncorr = ("dram uncorrectable", "sram uncorrectable", "double bit")
@@ -275,7 +277,7 @@ def _q_gpu(index: int, g: _Node, bus: str) -> GpuInfo:
     nprocs: int | None = None
     if procs is not None:
         nprocs = sum(1 for c in procs.children if c.key.lower() == "process id")
-    return GpuInfo(
+    return NvidiaSmiGpu(
         index=index,
         name=na_to_none(g.get("Product Name")),
         bus_id=bus,
@@ -320,7 +322,7 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiReport:
     root = _q_tree(numbered_lines(text))
     driver = cuda = None
     attached: int | None = None
-    gpus: list[GpuInfo] = []
+    gpus: list[NvidiaSmiGpu] = []
     seen_banner = False
     for node in root.children:
         if node.value is None and _BANNER.match(node.key):
@@ -451,12 +453,12 @@ def parse_nvidia_smi_table(text: str) -> NvidiaSmiReport:
         raise ParseError(TOOL_TABLE, "no GPU table after the header")
     if not gpus:  # without GPUs nvidia-smi prints "No devices were found", never an empty table
         raise ParseError(TOOL_TABLE, "no GPU rows in the table (the output ends before the first GPU)")
-    out: list[GpuInfo] = []
+    out: list[NvidiaSmiGpu] = []
     for g in gpus:
         if "total" not in g:
             raise ParseError(TOOL_TABLE, f"GPU {g['index']} block is incomplete (no memory row)")
         idx = int(str(g["index"]))
-        out.append(GpuInfo(
+        out.append(NvidiaSmiGpu(
             index=idx, name=str(g["name"]), bus_id=str(g["bus"]),
             memory_total_mib=int(str(g["total"])), memory_used_mib=int(str(g["used"])),
             persistence_mode=bool(g["pm"]), mig_mode=_str_or_none(g.get("mig")),

@@ -12,7 +12,16 @@ from typing import Any
 from metalfleet.providers.models import Fabric
 
 from ..errors import StepError
-from ..facts import Fact, FactValues, FileContent, FileHashes, KernelModules, PackageVersions, PathsExist, RawCommand
+from ..facts import (
+    Fact,
+    FactValues,
+    FileContent,
+    FileHashes,
+    HccnAddress,
+    KernelModules,
+    PackageVersions,
+    PathsExist,
+)
 from ..inventory import Host
 from ..step import Action, Command, NoOp, Step, StepContext
 from .common import file_state, installer_command, manager, os_fact, packages_plan
@@ -136,19 +145,19 @@ class DocaOfed(Step[DocaSettings]):
 
 
 @dataclass(frozen=True)
-class RdmaSettingsSettings:
+class RdmaModulesSettings:
     modules: tuple[str, ...] = ("ib_umad", "rdma_ucm")
     conf: str = "/etc/modules-load.d/metalfleet-rdma.conf"
 
 
-class RdmaSettings(Step[RdmaSettingsSettings]):
+class RdmaSettings(Step[RdmaModulesSettings]):
     """Kernel modules the fabric needs at every boot: IB adds IPoIB (for the subnet manager's tools and
     NCCL bootstrap over ib0); RoCE needs rdma_cm for RoCE v2 connection setup."""
 
     name = "rdma-settings"
     title = "RDMA modules for IB / RoCE"
     after = ("doca-ofed", "reboot")
-    Settings = RdmaSettingsSettings
+    Settings = RdmaModulesSettings
 
     @classmethod
     def applies_to(cls, host: Host) -> bool:
@@ -232,13 +241,6 @@ def hccn_address(base: str, nic: int, node: int) -> str:
     return str(ipaddress.IPv4Address(base) + 256 * nic + node + 1)
 
 
-def parse_hccn_ip(text: str) -> tuple[str | None, str | None]:
-    """``hccn_tool -i N -ip -g`` -> (ipaddr, netmask)."""
-    ip = re.search(r"ipaddr:\s*(\S+)", text)
-    mask = re.search(r"netmask:\s*(\S+)", text)
-    return (ip.group(1) if ip else None, mask.group(1) if mask else None)
-
-
 class Hccn(Step[HccnSettings]):
     """Give every NPU NIC its RoCE address (HCCL's inter-node transport) with hccn_tool."""
 
@@ -255,11 +257,8 @@ class Hccn(Step[HccnSettings]):
     def host_defaults(cls, host: Host) -> dict[str, Any]:
         return {"nics": host.traits.gpu_count or 8}
 
-    def _get(self, nic: int) -> RawCommand:
-        return RawCommand(("hccn_tool", "-i", str(nic), "-ip", "-g"))
-
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
-        return [self._get(i) for i in range(self.settings.nics)]
+        return [HccnAddress(i) for i in range(self.settings.nics)]
 
     def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
@@ -271,8 +270,8 @@ class Hccn(Step[HccnSettings]):
         else:
             wanted = [hccn_address(s.base, nic, host.index) for nic in range(s.nics)]
         for nic, addr in enumerate(wanted[: s.nics]):
-            rc, out = facts[self._get(nic)]
-            have_ip, have_mask = parse_hccn_ip(out) if rc == 0 else (None, None)
+            have = facts[HccnAddress(nic)]
+            have_ip, have_mask = (have.ipaddr, have.netmask) if have is not None else (None, None)
             if (have_ip, have_mask) == (addr, s.netmask):
                 yield NoOp(f"NPU NIC {nic} has {addr}/{s.netmask}")
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -349,12 +350,12 @@ def test_baselines_cover_the_offerings_with_sources() -> None:
         perf = entry.get("nccl", entry.get("hccl"))
         assert perf and perf["all_reduce"].get("source"), f"{name} has no bandwidth source"
     b = resolve_baseline("p5.48xlarge")
-    assert (b["gpu"]["count"], b["interconnect"]["topo_link"], b["fabric"]["ports"]) == (8, "NV18", 32)
-    assert b["nccl"]["all_reduce"]["intra_node_nvls_busbw_gbs"] == 480.0
-    assert b["nccl"]["all_reduce"]["intra_node_ring_busbw_gbs"] == 370.0
-    assert resolve_baseline("p4d.24xlarge")["interconnect"]["topo_link"] == "NV12"
-    assert resolve_baseline("p5en.48xlarge")["fabric"]["ports"] == 16
-    assert resolve_baseline("fake.8xh100")["fabric"] | {"source": None} == {
+    assert (b.gpu.count, b.interconnect.topo_link, b.fabric.ports) == (8, "NV18", 32)
+    assert b.nccl.all_reduce.intra_node_nvls_busbw_gbs == 480.0
+    assert b.nccl.all_reduce.intra_node_ring_busbw_gbs == 370.0
+    assert resolve_baseline("p4d.24xlarge").interconnect.topo_link == "NV12"
+    assert resolve_baseline("p5en.48xlarge").fabric.ports == 16
+    assert dataclasses.asdict(resolve_baseline("fake.8xh100").fabric) | {"source": None} == {
         "kind": "infiniband", "ports": 8, "port_gbps": 400, "total_gbps": 3200, "nccl_net": "NET/IB", "source": None}
 
 
@@ -386,7 +387,8 @@ _BLOB = re.compile(r"https://github\.com/(?P<repo>[^/]+/[^/]+)/blob/[^/]+/(?P<pa
 _GATE_AND_SIM = ("tests/acceptance/test_gate.py", "tests/acceptance/test_live.py", "tests/acceptance/test_live_cli.py",
                  "tests/acceptance/test_quarantine.py", "tests/acceptance/test_report_offline_cli.py",
                  "tests/acceptance/test_sim_nccl.py", "tests/acceptance/_sim.py", "tests/hosts/harness.py",
-                 "tests/hosts/shims/mfshim.py")
+                 "tests/hosts/shims/mfshim.py", "tests/acceptance/test_live_replay.py", "tests/acceptance/_replay.py",
+                 "tests/bootstrap/test_engine_replay.py")
 
 
 def _sources(tree: Any, path: str = "") -> list[tuple[str, str]]:
@@ -452,7 +454,7 @@ def test_the_spec_names_the_mandatory_checks() -> None:
     base = {"name": "gate", "provider": "fake", "region": "r", "offering": "p5.48xlarge", "count": 1, "image": "i"}
     facts = {"nvidia-smi": f("nvidia-smi", H100_TABLE)}
     default = judge("p5.48xlarge", facts, spec_overrides(parse_spec(base)))
-    assert {c.name for c in default.checks if c.mandatory} == set(resolve_baseline("p5.48xlarge")["required"])
+    assert {c.name for c in default.checks if c.mandatory} == set(resolve_baseline("p5.48xlarge").required)
     assert not default.passed  # no topology, fabric or bandwidth evidence: mandatory checks skipped
     only = judge("p5.48xlarge", facts, spec_overrides(parse_spec({**base, "acceptance": {"mandatory": ["gpu-count"]}})))
     assert only.passed and [c.name for c in only.checks if c.mandatory] == ["gpu-count"]
