@@ -45,7 +45,7 @@ from metalfleet.providers.spec import ClusterSpec, load_yaml, parse_spec
 from metalfleet.providers.tags import node_index
 from metalfleet.providers.textfile import shorten
 
-from .ssh import Endpoint, SshOptions
+from .connector import Endpoint, SshOptions
 
 __all__ = ["Host", "Inventory", "NodeTraits", "hosts_from_spec", "load_inventory", "load_target", "parse_inventory",
            "traits_for"]

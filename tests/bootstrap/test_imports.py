@@ -28,10 +28,10 @@ def _loaded_after(statement: str) -> list[str]:
     # the acceptance core: parsers, baselines, gate (and its check modules), reports and table, offline judging
     "metalfleet.bootstrap.acceptance.gate", "metalfleet.bootstrap.acceptance.table",
     "metalfleet.bootstrap.acceptance.offline", "metalfleet.bootstrap.acceptance",
-    # the package, the session layer and the replaying connector (with the connector contract and scripts).
-    # The runner and the live probes also import .inventory, which takes Endpoint and SshOptions from .ssh:
-    # those load paramiko today.
+    # the package, the session layer and the replaying connector (with the connector contract and scripts),
+    # and the engine above the connector: the bootstrap runner and the live acceptance probes.
     "metalfleet.bootstrap", "metalfleet.bootstrap.sessions", "metalfleet.bootstrap.replay",
+    "metalfleet.bootstrap.runner", "metalfleet.bootstrap.acceptance.live", "metalfleet.bootstrap.inventory",
 ])
 def test_the_core_and_the_session_layer_import_without_paramiko_pulumi_or_a_cloud_sdk(module: str) -> None:
     assert _loaded_after(f"import {module}") == []
