@@ -12,7 +12,8 @@
     ├── TimeoutError                a wait ran past its deadline
     ├── TransientError              a fault worth retrying (5xx, connection reset)
     │   └── RateLimitedError        throttled; carries retry_after when the provider says
-    └── ProviderError               anything else the provider said no to
+    ├── ProviderError               anything else the provider said no to
+    └── PrerequisiteError           a tool or package metalfleet runs is missing (names it); never retried
 
 Drivers translate SDK exceptions into this tree at their boundary (``raise ... from exc``); nothing
 above the drivers ever sees a botocore or Tea exception.
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidSpecError",
     "MetalfleetError",
     "NotFoundError",
+    "PrerequisiteError",
     "ProviderError",
     "QuotaError",
     "RateLimitedError",
@@ -117,3 +119,12 @@ class RateLimitedError(TransientError):
 
 class ProviderError(MetalfleetError):
     """The provider refused for a reason not mapped to a more specific class."""
+
+
+class PrerequisiteError(MetalfleetError):
+    """A tool or package metalfleet needs on this machine is missing or does not run (e.g. the Pulumi CLI);
+    ``tool`` names it. Not a spec problem: install the tool, nothing in the spec changes."""
+
+    def __init__(self, message: str, *, tool: str, **kw: str | None) -> None:
+        super().__init__(message, **kw)
+        self.tool = tool
