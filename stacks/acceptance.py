@@ -36,7 +36,7 @@ from metalfleet.providers.retry import DEFAULT_POLICY
 
 from .dynamic import MODULE, resource_options
 from .hooks import ClusterContext, HookResult
-from .inputs import hostfile, node_from_input, node_input, spec_fingerprint
+from .inputs import hostfile, node_from_input, node_input, node_key, spec_fingerprint
 from .secrets import SECRETS, guarded, private_key_file, reveal, scrub_outputs
 
 __all__ = ["ClusterAcceptance", "ClusterAcceptanceProvider", "acceptance_hook"]
@@ -95,13 +95,14 @@ class ClusterAcceptanceProvider(ResourceProvider):
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         def key(p: dict[str, Any]) -> Any:
-            return (p.get("fingerprint"), [(n.get("id"), n.get("private_ip")) for n in p.get("nodes") or []])
+            nodes = p.get("nodes")  # unknown in a preview while a node is being made or replaced
+            return p.get("fingerprint"), [node_key(n) for n in nodes] if isinstance(nodes, list) else None
 
         return DiffResult(changes=key(olds) != key(news), replaces=[], delete_before_replace=False)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # Nodes an older gate ordered itself stay its own to release, but those a GpuNode now tracks.
-        tracked = {n.get("id") for n in news.get("nodes") or []}
+        tracked = {key[0] for key in map(node_key, news.get("nodes") or []) if key}
         owned = [i for i in olds.get("owned_replacements") or [] if i not in tracked]
         return UpdateResult(outs=self._run({**news, "owned_replacements": owned}))
 

@@ -18,7 +18,7 @@ from metalfleet.providers.errors import MetalfleetError
 
 from .dynamic import MODULE, resource_options
 from .hooks import ClusterContext, HookResult
-from .inputs import node_from_input, node_input, spec_fingerprint
+from .inputs import node_from_input, node_input, node_key, spec_fingerprint
 from .secrets import SECRETS, guarded, private_key_file, reveal, scrub_outputs
 
 __all__ = ["NodeBootstrap", "NodeBootstrapProvider", "bootstrap_hook", "profile_fingerprint"]
@@ -56,10 +56,9 @@ class NodeBootstrapProvider(ResourceProvider):
         return CreateResult(id_=f"bootstrap-{props['node']['id']}", outs=self._apply(props))
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        old_node, new_node = olds.get("node") or {}, news.get("node") or {}
         changed = ["fingerprint"] if olds.get("fingerprint") != news.get("fingerprint") else []
         changed += [SECRETS] if (olds.get(SECRETS) or []) != (news.get(SECRETS) or []) else []
-        changed += [f"node.{k}" for k in ("id", "private_ip") if old_node.get(k) != new_node.get(k)]
+        changed += ["node"] if node_key(olds.get("node")) != node_key(news.get("node")) else []
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:

@@ -17,7 +17,7 @@ from metalfleet.providers.models import Node, NodeState
 
 from .node import GpuNode
 
-__all__ = ["hostfile", "node_from_input", "node_input", "spec_fingerprint"]
+__all__ = ["hostfile", "node_from_input", "node_input", "node_key", "spec_fingerprint"]
 
 
 def hostfile(addresses: Sequence[str], slots: int) -> str:
@@ -46,3 +46,11 @@ def node_from_input(data: Mapping[str, Any]) -> Node:
     return Node(id=data["id"], provider=data["provider"], region=data.get("region") or "", state=NodeState.RUNNING,
                 offering=data["offering"], private_ip=data["private_ip"], name=data.get("name"),
                 tags=data.get("tags") or {}, extra={"host_keys": list(data.get("host_keys") or [])})
+
+
+def node_key(data: Any) -> tuple[Any, Any] | None:
+    """What a resource acting on a node follows: the node input's (id, private ip). None while a preview does
+    not know them yet (the node is being made or replaced), which differs from any known node."""
+    if not isinstance(data, Mapping):
+        return None
+    return data.get("id"), data.get("private_ip")

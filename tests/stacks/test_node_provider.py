@@ -102,3 +102,21 @@ def test_the_replacement_is_a_new_node_of_the_next_generation(props: dict) -> No
     node = FakeDriver(state_path=props["driver_config"]["state_path"]).get(second.id)
     assert node_generation(node) == 1 and node.tags["metalfleet:index"] == "0"
     assert [n.id for n in FakeDriver(state_path=props["driver_config"]["state_path"]).list_nodes("unit")] == [second.id]
+
+
+def test_what_acts_on_a_node_changes_when_a_preview_does_not_know_the_node_yet() -> None:
+    """While a node is being replaced a preview hands its bootstrap and the gate an unknown node: a change."""
+    from pulumi.output import Unknown
+
+    from metalfleet.stacks.acceptance import ClusterAcceptanceProvider
+    from metalfleet.stacks.bootstrap import NodeBootstrapProvider
+
+    node = {"id": "n-1", "private_ip": "10.0.0.2"}
+    boot = NodeBootstrapProvider()
+    assert not boot.diff("b", {"fingerprint": "f", "node": node}, {"fingerprint": "f", "node": dict(node)}).changes
+    assert boot.diff("b", {"fingerprint": "f", "node": node}, {"fingerprint": "f", "node": Unknown()}).changes
+    gate = ClusterAcceptanceProvider()
+    olds = {"fingerprint": "f", "nodes": [node]}
+    assert not gate.diff("g", olds, {"fingerprint": "f", "nodes": [dict(node)]}).changes
+    assert gate.diff("g", olds, {"fingerprint": "f", "nodes": [Unknown()]}).changes
+    assert gate.diff("g", olds, {"fingerprint": "f", "nodes": Unknown()}).changes
