@@ -12,6 +12,7 @@ and ``acceptance.retry_budget`` allow, so the engine replaces that GpuNode (see 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -100,10 +101,12 @@ class GpuCluster(pulumi.ComponentResource):
         # Resolving the offering and validating every node spec happen here, at program time, so a
         # bad spec fails `pulumi preview` before any resource is created.
         offering = resolve_offering(driver, spec)
+        node_specs = plan(driver, spec, dict(generations or {}), offering)
+        # Then each index's generation, read back from the provider (a quarantined node's next one).
         self.generation_plan = plan_generations(driver, spec, generations)
         self._announce(spec, self.generation_plan)
-        node_specs = [with_generation_tag(ns)
-                      for ns in plan(driver, spec, dict(self.generation_plan.generations), offering)]
+        node_specs = [with_generation_tag(replace(ns, generation=self.generation_plan.generations.get(ns.index, 0)))
+                      for ns in node_specs]
         plain_config, config_secrets = split("driver_config", {"region": spec.region, **config}, self._marked)
         config_secrets += [("driver_config", (k,), v) for k, v in secret_config.items()]
         plain_config.update({k: MARK for k in secret_config})

@@ -92,7 +92,7 @@ def spec_overrides(spec: ClusterSpec) -> dict[str, Any]:
 
 
 @dataclass
-class AcceptanceOutcome(LifecycleOutcome):
+class AcceptanceOutcome(LifecycleOutcome):  # type: ignore[misc]  # (mypy on the source folders sees metalfleet.* as Any)
     """What :func:`accept_cluster` did to the nodes (:class:`LifecycleOutcome`), and the judging behind it."""
 
     #: One acceptance report per round (the first for ``nodes``, then one per batch of replacements).
