@@ -12,7 +12,8 @@
     ├── OperationTimeout            a wait ran past its deadline
     ├── TransientError              a fault worth retrying (5xx, connection reset)
     │   └── RateLimitedError        throttled; carries retry_after when the provider says
-    └── ProviderError               anything else the provider said no to
+    ├── ProviderError               anything else the provider said no to
+    └── PrerequisiteError           a tool or package metalfleet runs is missing (names it); never retried
 
 Drivers translate SDK exceptions into this tree at their boundary (``raise ... from exc``); nothing
 above the drivers ever sees a botocore or Tea exception.
@@ -28,6 +29,7 @@ __all__ = [
     "MetalfleetError",
     "NotFoundError",
     "OperationTimeout",
+    "PrerequisiteError",
     "ProviderError",
     "QuotaError",
     "RateLimitedError",
@@ -118,3 +120,12 @@ class RateLimitedError(TransientError):
 
 class ProviderError(MetalfleetError):
     """The provider refused for a reason not mapped to a more specific class."""
+
+
+class PrerequisiteError(MetalfleetError):
+    """A tool or package metalfleet needs on this machine is missing or does not run (e.g. the Pulumi CLI);
+    ``tool`` names it. Not a spec problem: install the tool, nothing in the spec changes."""
+
+    def __init__(self, message: str, *, tool: str, **kw: str | None) -> None:
+        super().__init__(message, **kw)
+        self.tool = tool

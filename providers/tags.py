@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["ACCEPTANCE_TAGS", "NODE_TAGS", "TAG_ACCEPTANCE", "TAG_ACCEPTANCE_REASON", "TAG_CLUSTER", "TAG_INDEX",
-           "TAG_KEY", "TAG_NAME", "TAG_PREFIX", "TAG_PUBLIC_IP", "node_index"]
+__all__ = ["ACCEPTANCE_TAGS", "NODE_TAGS", "TAG_ACCEPTANCE", "TAG_ACCEPTANCE_REASON", "TAG_CLUSTER",
+           "TAG_GENERATION", "TAG_INDEX", "TAG_KEY", "TAG_NAME", "TAG_PREFIX", "TAG_PUBLIC_IP", "node_index"]
 
 #: Keys starting with this are metalfleet's own.
 TAG_PREFIX = "metalfleet:"
@@ -18,6 +18,8 @@ TAG_PREFIX = "metalfleet:"
 TAG_CLUSTER = "metalfleet:cluster"
 #: The node's position in its cluster (0-based, as a decimal string).
 TAG_INDEX = "metalfleet:index"
+#: The generation a replacement node was ordered as (set from generation 1 on; see providers/lifecycle.py).
+TAG_GENERATION = "metalfleet:generation"
 #: The node's idempotency key, for providers whose client token cannot be searched (and for Elastic IPs).
 TAG_KEY = "metalfleet:key"
 #: Set (to ``eip``) when the driver gave the node a public address it must release with it.
@@ -28,8 +30,8 @@ TAG_ACCEPTANCE_REASON = "metalfleet:acceptance-reason"
 #: The provider's display-name tag (AWS ``Name``).
 TAG_NAME = "Name"
 
-#: What a driver puts on every node (and its volumes and interfaces) ...
-NODE_TAGS: tuple[str, ...] = (TAG_NAME, TAG_CLUSTER, TAG_INDEX, TAG_KEY)
+#: What a driver puts on a node (and its volumes and interfaces; the generation only on replacements) ...
+NODE_TAGS: tuple[str, ...] = (TAG_NAME, TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_GENERATION)
 #: ... and what the acceptance gate may add later (drivers keep room for them under a tag-count limit).
 ACCEPTANCE_TAGS: tuple[str, ...] = (TAG_ACCEPTANCE, TAG_ACCEPTANCE_REASON)
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["GpuCluster", "GpuNode", "NodeProvider", "cluster_program", "run_from_yaml"]
+__all__ = ["ClusterContext", "GpuCluster", "GpuNode", "HookResult", "NodeProvider", "cluster_program", "run_from_yaml"]
 
 _WHERE = {
+    "ClusterContext": "hooks",
+    "HookResult": "hooks",
     "GpuCluster": "cluster",
     "GpuNode": "node",
     "NodeProvider": "node",

@@ -8,7 +8,6 @@ values (an ssh key path or key material, a bastion) cut out; they travel in the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -17,8 +16,9 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 from metalfleet.providers import ClusterSpec, parse_spec
 from metalfleet.providers.errors import MetalfleetError
 
-from .cluster import spec_fingerprint
-from .node import node_from_input, node_input
+from .dynamic import MODULE, resource_options
+from .hooks import ClusterContext, HookResult
+from .inputs import node_from_input, node_input, node_key, spec_fingerprint
 from .secrets import SECRETS, guarded, private_key_file, reveal, scrub_outputs
 
 __all__ = ["NodeBootstrap", "NodeBootstrapProvider", "bootstrap_hook", "profile_fingerprint"]
@@ -56,10 +56,9 @@ class NodeBootstrapProvider(ResourceProvider):
         return CreateResult(id_=f"bootstrap-{props['node']['id']}", outs=self._apply(props))
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        old_node, new_node = olds.get("node") or {}, news.get("node") or {}
         changed = ["fingerprint"] if olds.get("fingerprint") != news.get("fingerprint") else []
         changed += [SECRETS] if (olds.get(SECRETS) or []) != (news.get(SECRETS) or []) else []
-        changed += [f"node.{k}" for k in ("id", "private_ip") if old_node.get(k) != new_node.get(k)]
+        changed += ["node"] if node_key(olds.get("node")) != node_key(news.get("node")) else []
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -69,7 +68,7 @@ class NodeBootstrapProvider(ResourceProvider):
         return None
 
 
-class NodeBootstrap(Resource):
+class NodeBootstrap(Resource, module=MODULE, name="NodeBootstrap"):
     """Bootstrap of one node. Outputs: status, changed_steps, seconds.
 
     ``spec`` is a ClusterSpec or its plain dict (secret values cut out, see
@@ -84,16 +83,14 @@ class NodeBootstrap(Resource):
         props = {"spec": plain, "node": node, "fingerprint": profile_fingerprint(plain),
                  SECRETS: pulumi.Output.secret(secrets if secrets is not None else []),
                  "status": None, "changed_steps": None, "seconds": None}
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=[SECRETS]))
-        super().__init__(NodeBootstrapProvider(), name, props, opts)
+        super().__init__(NodeBootstrapProvider(), name, props, resource_options(opts))
 
 
-def bootstrap_hook(cluster: Any, nodes: Sequence[Any]) -> list[pulumi.Resource]:
+def bootstrap_hook(ctx: ClusterContext) -> HookResult:
     """``GpuCluster`` seam: one NodeBootstrap per node, each after its node."""
-    spec: ClusterSpec = cluster.spec
-    plain, secrets = cluster.spec_inputs()
-    out: list[pulumi.Resource] = []
-    for node in nodes:
-        out.append(NodeBootstrap(f"{node._name}-bootstrap", plain, node_input(node, spec.provider, spec.region),
-                                 opts=pulumi.ResourceOptions(parent=cluster, depends_on=[node]), secrets=secrets))
-    return out
+    spec = ctx.spec
+    plain, secrets = ctx.spec_inputs(False)
+    return HookResult(resources=tuple(
+        NodeBootstrap(f"{node.pulumi_resource_name}-bootstrap", plain, node_input(node, spec.provider, spec.region),
+                      opts=pulumi.ResourceOptions(parent=ctx.parent, depends_on=[node]), secrets=secrets)
+        for node in ctx.nodes))

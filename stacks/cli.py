@@ -21,7 +21,7 @@ from metalfleet.providers import (
     get_driver,
     load_spec,
 )
-from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.errors import InvalidSpecError, PrerequisiteError
 from metalfleet.providers.registry import parse_driver_config
 
 __all__ = ["main"]
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except InvalidSpecError as exc:
+    except (InvalidSpecError, PrerequisiteError) as exc:  # fix the input, or install what is missing
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except MetalfleetError as exc:

@@ -1,49 +1,37 @@
 """``GpuCluster``: a ClusterSpec as a Pulumi component — N nodes plus hostfile outputs.
 
-Bootstrap and acceptance attach to the component through ``after_nodes`` hooks, so ordering,
-bootstrapping and gating share one dependency graph in one ``pulumi up``.
+Bootstrap and acceptance attach to the component through ``after_nodes`` hooks (:mod:`.hooks`), so
+ordering, bootstrapping and gating share one dependency graph in one ``pulumi up``.
+
+Each declaration reads the cluster's live nodes back from the provider (one ``list_nodes`` call,
+:func:`~metalfleet.providers.lifecycle.plan_generations`): an index keeps the generation its node has, and a
+node the acceptance gate quarantined is declared in the next generation while ``acceptance.replace_failed``
+and ``acceptance.retry_budget`` allow, so the engine replaces that GpuNode (see :mod:`.acceptance`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 import pulumi
 
 from metalfleet.providers import ClusterSpec, get_driver
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.fleet import plan, resolve_offering
+from metalfleet.providers.lifecycle import GenerationPlan, plan_generations, with_generation_tag
 from metalfleet.providers.models import node_spec_to_dict
 
+from .acceptance import acceptance_hook
+from .bootstrap import bootstrap_hook
+from .hooks import ClusterContext, HookResult, NodesHook
+from .inputs import hostfile, spec_fingerprint
 from .network import cluster_network
 from .node import GpuNode
 from .secrets import MARK, SECRET_SPEC_FIELDS, Entry, check_driver_config, marked_values, secret_input, split
 
-if TYPE_CHECKING:
-    from .acceptance import ClusterAcceptance
-
-__all__ = ["GpuCluster", "NodesHook", "hostfile", "spec_fingerprint"]
-
-#: Called with the component and its nodes once they are declared; returns the resources it added.
-NodesHook = Callable[["GpuCluster", Sequence[GpuNode]], Sequence[pulumi.Resource]]
-
-
-def hostfile(addresses: Sequence[str], slots: int) -> str:
-    """An MPI/NCCL hostfile: one line per node, ``slots`` = GPUs per node."""
-    return "".join(f"{a} slots={slots}\n" for a in addresses)
-
-
-def spec_fingerprint(spec: ClusterSpec | Mapping[str, Any], *sections: str) -> str:
-    """A short digest of the named spec sections: what a resource acting on the nodes depends on.
-
-    Resources pass their plain spec (secret values cut out), so the digest in state never depends on a
-    secret; a change of a secret value shows in the resource's ``secrets`` input instead."""
-    dumped = spec.model_dump(mode="json") if isinstance(spec, ClusterSpec) else dict(spec)
-    relevant = {k: dumped.get(k) for k in sections}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+__all__ = ["ClusterContext", "GpuCluster", "HookResult", "NodesHook", "hostfile", "spec_fingerprint"]
 
 
 def _check_secret_spec(secret_spec: Mapping[str, Any]) -> None:
@@ -61,6 +49,9 @@ class GpuCluster(pulumi.ComponentResource):
 
     Outputs: ``node_ids``, ``private_ips``, ``hostfile`` (one ``ip slots=N`` line per node — accepted
     nodes only when the gate is on), ``offering``. ``after_nodes`` hooks add more resources after these.
+    ``generations`` (index -> generation) is the base each index is declared at; an index whose live node
+    is of a later generation keeps that one, and a quarantined node is replaced by the next (see
+    :mod:`metalfleet.stacks.cluster`); ``generation_plan`` says what this declaration replaces.
 
     Secrets (see :mod:`metalfleet.stacks.secrets`): ``secret_driver_config`` holds driver settings that
     are secret (plain values: the program needs them to plan; they are stored encrypted); ``secret_spec``
@@ -73,18 +64,17 @@ class GpuCluster(pulumi.ComponentResource):
     def _default_hooks(spec: ClusterSpec) -> list[NodesHook]:
         hooks: list[NodesHook] = []
         if spec.bootstrap.enabled:
-            from .bootstrap import bootstrap_hook
-
             hooks.append(bootstrap_hook)
         if spec.acceptance.enabled:
-            from .acceptance import acceptance_hook
-
             hooks.append(acceptance_hook)
         return hooks
 
     node_ids: pulumi.Output[list[str]]
     private_ips: pulumi.Output[list[str]]
     hostfile: pulumi.Output[str]
+    #: With the acceptance gate on: the accepted nodes' ids and the gate's report (else None).
+    accepted_ids: pulumi.Output[list[str]] | None
+    acceptance_report: pulumi.Output[str] | None
 
     def __init__(
         self,
@@ -112,6 +102,11 @@ class GpuCluster(pulumi.ComponentResource):
         # bad spec fails `pulumi preview` before any resource is created.
         offering = resolve_offering(driver, spec)
         node_specs = plan(driver, spec, dict(generations or {}), offering)
+        # Then each index's generation, read back from the provider (a quarantined node's next one).
+        self.generation_plan = plan_generations(driver, spec, generations)
+        self._announce(spec, self.generation_plan)
+        node_specs = [with_generation_tag(replace(ns, generation=self.generation_plan.generations.get(ns.index, 0)))
+                      for ns in node_specs]
         plain_config, config_secrets = split("driver_config", {"region": spec.region, **config}, self._marked)
         config_secrets += [("driver_config", (k,), v) for k, v in secret_config.items()]
         plain_config.update({k: MARK for k in secret_config})
@@ -136,18 +131,35 @@ class GpuCluster(pulumi.ComponentResource):
         self.private_ips = pulumi.Output.all(*[n.private_ip for n in self.nodes])
         self.hostfile = self.private_ips.apply(lambda ips: hostfile(ips, offering.gpu_count))
         self.extras: list[pulumi.Resource] = []
-        self.acceptance: ClusterAcceptance | None = None
+        self.accepted_ids = None
+        self.acceptance_report = None
         for hook in (*self._default_hooks(spec), *after_nodes):
-            self.extras.extend(hook(self, self.nodes))
-        if self.acceptance is not None:
-            # With the gate on, the hostfile lists accepted nodes only.
-            self.hostfile = self.acceptance.hostfile
+            self._add(hook(ClusterContext(name, spec, self, tuple(self.nodes), plain_config, self.spec_inputs,
+                                          tuple(self.extras), self.generation_plan)))
         self.register_outputs({
             "node_ids": self.node_ids,
             "private_ips": self.private_ips,
             "hostfile": self.hostfile,
             "offering": offering.name,
         })
+
+    def _add(self, result: HookResult) -> None:
+        self.extras.extend(result.resources)
+        if result.hostfile is not None:
+            # A gate: the hostfile lists the nodes that passed it only.
+            self.hostfile = result.hostfile
+        if result.accepted_ids is not None:
+            self.accepted_ids = result.accepted_ids
+        if result.report is not None:
+            self.acceptance_report = result.report
+
+    def _announce(self, spec: ClusterSpec, lifecycle: GenerationPlan) -> None:
+        for r in lifecycle.replacing:
+            pulumi.log.warn(f"node {spec.name}-{r.index} ({r.old_node_id}) is quarantined ({r.reason}): replacing it "
+                            f"with generation {r.generation}", resource=self)
+        why = "acceptance.retry_budget is spent" if lifecycle.replace_failed else "acceptance.replace_failed is off"
+        for q in lifecycle.kept:
+            pulumi.log.warn(f"node {q.name} ({q.node_id}) is quarantined ({q.reason}) and stays: {why}", resource=self)
 
     def spec_inputs(self, with_driver_config: bool = False) -> tuple[dict[str, Any], pulumi.Output[Any]]:
         """The cluster spec as a resource stores it: plain (secret values cut out), and the ``secrets``

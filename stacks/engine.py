@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.errors import InvalidSpecError, PrerequisiteError
 
 __all__ = ["Engine", "engine_env", "find_engine", "find_engine_dir", "is_self_built", "sdk_version"]
 
@@ -54,8 +54,8 @@ def sdk_version() -> str:
     try:
         return version("pulumi")
     except PackageNotFoundError as exc:
-        raise InvalidSpecError("the Pulumi SDK is not installed: pip install 'metalfleet[pulumi]'",
-                               field="pulumi", value=None) from exc
+        raise PrerequisiteError("the Pulumi SDK is not installed: pip install 'metalfleet[pulumi]'",
+                                tool="pulumi") from exc
 
 
 def _cache_dir() -> Path:
@@ -78,11 +78,11 @@ def _cli_version(cli: str, mtime_ns: int) -> str:
         proc = subprocess.run([cli, "version"], capture_output=True, text=True, timeout=60, check=False,
                               env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InvalidSpecError(f"the Pulumi CLI {cli} does not run: {exc}", field="pulumi", value=cli) from exc
+        raise PrerequisiteError(f"the Pulumi CLI {cli} does not run: {exc}", tool="pulumi") from exc
     out = proc.stdout.strip()
     if proc.returncode != 0 or not out:
-        raise InvalidSpecError(f"the Pulumi CLI {cli} does not run: `pulumi version` exited {proc.returncode}: "
-                               f"{proc.stderr.strip()[:300]}", field="pulumi", value=cli)
+        raise PrerequisiteError(f"the Pulumi CLI {cli} does not run: `pulumi version` exited {proc.returncode}: "
+                                f"{proc.stderr.strip()[:300]}", tool="pulumi")
     return out.splitlines()[0]
 
 
@@ -119,9 +119,9 @@ def find_engine() -> Engine:
     elif _has_cli(_cache_dir()):
         engine = _engine(_cache_dir(), "self-built")
     else:
-        raise InvalidSpecError(
+        raise PrerequisiteError(
             "no Pulumi CLI found: install it (https://www.pulumi.com/docs/install/) or, in this repo, "
-            f"run `make engine`; looked on PATH and in {_cache_dir()}", field="pulumi", value=None)
+            f"run `make engine`; looked on PATH and in {_cache_dir()}", tool="pulumi")
     if engine not in _announced:
         _announced.add(engine)
         log.info("metalfleet uses %s", engine.describe())

@@ -22,6 +22,7 @@ from metalfleet.providers.contract import ClusterResourcesDriver, ComputeDriver
 from metalfleet.providers.models import node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
 
+from .dynamic import MODULE, resource_options
 from .secrets import SECRETS, guarded, reveal, scrub_outputs
 
 __all__ = ["NETWORK_FIELDS", "ClusterNetwork", "ClusterNetworkProvider", "cluster_network"]
@@ -76,7 +77,7 @@ class ClusterNetworkProvider(ResourceProvider):
             pulumi.log.info(f"cluster {cluster}: shared resources kept (gone already, or nodes still use them)")
 
 
-class ClusterNetwork(Resource):
+class ClusterNetwork(Resource, module=MODULE, name="ClusterNetwork"):
     """The shared resources of one cluster. Output ``resources``: ``["security-group:sg-…", "placement-group:…"]``."""
 
     resources: pulumi.Output[list[str]]
@@ -86,8 +87,7 @@ class ClusterNetwork(Resource):
         props = {"provider": provider, "spec": spec, "driver_config": driver_config or {},
                  SECRETS: pulumi.Output.secret(secrets if secrets is not None else []), "cluster": None,
                  "resources": None}
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=[SECRETS]))
-        super().__init__(ClusterNetworkProvider(), name, props, opts)
+        super().__init__(ClusterNetworkProvider(), name, props, resource_options(opts))
 
 
 def cluster_network(name: str, provider: str, driver: ComputeDriver, spec: dict[str, Any],

@@ -5,6 +5,11 @@ credentials. Each method builds the driver (and so the SDK client) itself; crede
 the environment or the provider's own config chain, never from resource inputs. Secret settings
 (``secrets``, see :mod:`metalfleet.stacks.secrets`) are put back into the spec and driver config in
 memory only; outputs and errors never carry them in plaintext.
+
+A node of another generation (``spec.generation``, raised when :class:`~metalfleet.stacks.cluster.GpuCluster`
+replaces a quarantined node) is a replacement: the old node is released first, then the new one ordered
+with the next idempotency key. A lower generation than the one stored never replaces a node: generations
+only go forward.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from metalfleet.providers import get_driver
 from metalfleet.providers.errors import NotFoundError
 from metalfleet.providers.fleet import order_node
-from metalfleet.providers.models import Node, NodeState, node_spec_from_dict
+from metalfleet.providers.lifecycle import GENERATION_TAG
+from metalfleet.providers.models import NodeState, node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
 
+from .dynamic import MODULE, resource_options
 from .secrets import SECRETS, guarded, reveal, scrub_outputs
 
 __all__ = ["REPLACE_ON", "GpuNode", "NodeProvider"]
@@ -35,6 +42,15 @@ def _get(props: dict[str, Any], dotted: str) -> Any:
     for part in dotted.split("."):
         cur = cur.get(part) if isinstance(cur, dict) else None
     return cur
+
+
+def _generation(props: dict[str, Any]) -> int:
+    return int(_get(props, "spec.generation") or 0)
+
+
+def _tags(props: dict[str, Any]) -> dict[str, Any]:
+    """The node's tags, but its generation (compared as ``spec.generation``)."""
+    return {k: v for k, v in (_get(props, "spec.tags") or {}).items() if k != GENERATION_TAG}
 
 
 def _outs(props: dict[str, Any], node_dict: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +93,9 @@ class NodeProvider(ResourceProvider):
         # Compared with secrets put back, so a changed secret setting counts like a changed plain one.
         old, new = reveal(olds), reveal(news)
         replaces = [k for k in REPLACE_ON if _get(old, k) != _get(new, k)]
-        changes = bool(replaces) or _get(old, "spec.tags") != _get(new, "spec.tags")
+        if _generation(new) > _generation(old):
+            replaces.append("spec.generation")
+        changes = bool(replaces) or _tags(old) != _tags(new)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -117,7 +135,7 @@ class NodeProvider(ResourceProvider):
                 pulumi.log.info(f"node {id} was already gone")
 
 
-class GpuNode(Resource):
+class GpuNode(Resource, module=MODULE, name="GpuNode"):
     """One GPU node. Outputs: node_id, private_ip, public_ip, zone, state, offering.
 
     ``spec`` and ``driver_config`` are stored in plain state; secret values go in ``secrets`` (an Output
@@ -139,19 +157,5 @@ class GpuNode(Resource):
                  SECRETS: pulumi.Output.secret(secrets if secrets is not None else []),
                  "node_id": None, "private_ip": None, "public_ip": None, "zone": None, "state": None,
                  "offering": None, "generation": None, "tags": None, "node_name": None, "host_keys": None}
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-            delete_before_replace=True, additional_secret_outputs=[SECRETS]))
-        super().__init__(NodeProvider(), name, props, opts)
+        super().__init__(NodeProvider(), name, props, resource_options(opts, delete_before_replace=True))
 
-
-def node_input(node: GpuNode, provider: str, region: str) -> dict[str, Any]:
-    """A GpuNode's outputs as plain input data for the resources that act on the node after it runs."""
-    return {"id": node.id, "name": node.node_name, "private_ip": node.private_ip, "offering": node.offering,
-            "provider": provider, "region": region, "tags": node.tags, "host_keys": node.host_keys}
-
-
-def node_from_input(data: dict[str, Any]) -> Node:
-    """Inverse of :func:`node_input` once resolved: the running node it describes."""
-    return Node(id=data["id"], provider=data["provider"], region=data.get("region") or "", state=NodeState.RUNNING,
-                offering=data["offering"], private_ip=data["private_ip"], name=data.get("name"),
-                tags=data.get("tags") or {}, extra={"host_keys": list(data.get("host_keys") or [])})

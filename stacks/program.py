@@ -21,6 +21,7 @@ from pulumi.runtime import is_config_secret
 
 from metalfleet.providers import ClusterSpec, MetalfleetError, load_spec, parse_spec
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.merge import deep_merge
 
 from .cluster import GpuCluster
 from .secrets import marked_values, scrub
@@ -28,14 +29,6 @@ from .secrets import marked_values, scrub
 __all__ = ["cluster_program", "run_from_yaml"]
 
 NAMESPACE = "metalfleet"
-
-
-def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """``top`` over ``base``, recursively: overriding one field of a section keeps its siblings."""
-    out = dict(base)
-    for k, v in top.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def _config_object(cfg: pulumi.Config, key: str) -> tuple[dict[str, Any], bool]:
@@ -53,7 +46,7 @@ def _with_config(spec: ClusterSpec) -> ClusterSpec:
     if not overrides:
         return spec
     try:
-        return parse_spec(_merge(spec.model_dump(mode="json", exclude_unset=True), overrides),
+        return parse_spec(deep_merge(spec.model_dump(mode="json", exclude_unset=True), overrides),
                           f"(with config {NAMESPACE}:spec)")
     except InvalidSpecError as exc:
         hidden = sorted(marked_values(), key=len, reverse=True)
@@ -71,10 +64,10 @@ def _declare(spec: ClusterSpec, driver_config: Mapping[str, Any] | None) -> GpuC
     pulumi.export("node_ids", cluster.node_ids)
     pulumi.export("private_ips", cluster.private_ips)
     pulumi.export("hostfile", cluster.hostfile)
-    gate = cluster.acceptance
-    if gate is not None:
-        pulumi.export("accepted_ids", gate.accepted_ids)
-        pulumi.export("acceptance", gate.table)
+    if cluster.accepted_ids is not None:
+        pulumi.export("accepted_ids", cluster.accepted_ids)
+    if cluster.acceptance_report is not None:
+        pulumi.export("acceptance", cluster.acceptance_report)
     return cluster
 
 

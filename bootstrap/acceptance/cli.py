@@ -189,24 +189,26 @@ def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any])
     target = load_target(path)
     if isinstance(target, Inventory):
         return target, overrides, None
+    from metalfleet.providers.merge import deep_merge
     from metalfleet.providers.registry import get_driver, parse_driver_config
 
     from ..api import live_inventory
-    from .quarantine import merge_overrides, spec_overrides
+    from .quarantine import spec_overrides
 
     spec = target
     driver = get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
     inventory, nodes = live_inventory(spec, driver)
-    merged = merge_overrides(spec_overrides(spec), overrides)
+    merged = deep_merge(spec_overrides(spec), overrides)
     return inventory, merged, (driver, nodes)
 
 
 def _verify_live(args: argparse.Namespace) -> int:
     from metalfleet.providers.errors import MetalfleetError
+    from metalfleet.providers.lifecycle import quarantine
 
     from .live import format_table, run_acceptance
     from .probes import AcceptanceOptions
-    from .quarantine import ACCEPTANCE_TAG, REASON_TAG, load_quarantine, tag_node, write_quarantine
+    from .quarantine import load_quarantine, write_quarantine
 
     try:
         inventory, overrides, cloud = _load_target(args.target, args, _overrides(args))
@@ -236,7 +238,7 @@ def _verify_live(args: argparse.Namespace) -> int:
             n.node_id = node.id if node else None
             if args.tag_failed and node is not None and not n.passed:
                 try:
-                    if not tag_node(driver, node.id, {ACCEPTANCE_TAG: "quarantined", REASON_TAG: n.reason[:255]}):
+                    if not quarantine(driver, node.id, n.reason):
                         print(f"note: driver {driver.name} cannot tag nodes; {node.id} not tagged", file=sys.stderr)
                 except MetalfleetError as exc:
                     print(f"error: tagging {node.id} failed: {exc}", file=sys.stderr)

@@ -1,5 +1,8 @@
 """The gate's consequence on the file-backed fake cloud, with nodes whose private IPs are sshd hosts.
 
+The gate (metalfleet.bootstrap.acceptance.quarantine) judges; what is done to the nodes is
+metalfleet.providers.lifecycle's (its own tests, without hosts: tests/providers/test_lifecycle.py).
+
 A failing node is tagged quarantined (through FakeDriver.set_tags) and kept, or, with
 replace_failed, released and replaced (next generation) within the retry budget; the replacement
 is bootstrapped and checked in turn. Nothing created is lost: every node the fake cloud ever made is
@@ -168,6 +171,7 @@ def test_a_failing_node_is_replaced_and_the_replacement_bootstrapped_and_checked
     assert [n.id for n in out.accepted] == [n0.id, n2.id]
     assert out.generations == {1: 1} and out.budget_left == 1
     assert n2.name == "acc-1" and n2.tags["metalfleet:index"] == "1" and n2.private_ip == fleet[2].address
+    assert n2.tags["metalfleet:generation"] == "1"  # what a stack declaring this cluster reads back
     # The replacement was bootstrapped before it was checked, and checked on its own host.
     assert bootstrapped == [[n2.id]]
     assert fleet[2].file("/etc/nccl.conf").is_file() and not fleet[1].file("/etc/nccl.conf").exists()

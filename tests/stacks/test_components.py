@@ -12,6 +12,7 @@ from metalfleet.providers import InvalidSpecError, parse_spec
 
 _SIG_KEY = pulumi.runtime.rpc._special_sig_key
 _SECRET_SIG = pulumi.runtime.rpc._special_secret_sig
+NODE_TYPE = "pulumi-python:dynamic/metalfleet:GpuNode"
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -24,7 +25,7 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.name.endswith("-acceptance"):
             # A stand-in gate with a rule of its own (it refuses node n-0), answering from its inputs as
             # the real one does: the accepted nodes' ids, addresses and hostfile.
-            from metalfleet.stacks.cluster import hostfile as make_hostfile
+            from metalfleet.stacks.inputs import hostfile as make_hostfile
 
             accepted = [n for n in args.inputs["nodes"] if n["id"] != "n-0"]
             ips = [n["private_ip"] for n in accepted]
@@ -32,7 +33,7 @@ class _Mocks(pulumi.runtime.Mocks):
                                "hostfile": make_hostfile(ips, 8), "table": "t"}
         if args.name.endswith("-bootstrap"):
             return args.name, {**outs, "status": "changed"}
-        if args.typ == "pulumi-python:dynamic:Resource":
+        if args.typ == NODE_TYPE:
             idx = int(args.inputs["spec"]["index"])
             outs.update(private_ip=f"10.1.0.{idx + 10}", node_id=f"n-{idx}", state="running")
             return f"n-{idx}", outs
@@ -64,7 +65,7 @@ def test_cluster_declares_one_child_node_per_count_and_a_hostfile(tmp_path: Path
         assert ids == ["n-0", "n-1", "n-2"]
         assert hf == "10.1.0.10 slots=8\n10.1.0.11 slots=8\n10.1.0.12 slots=8\n"
         # By the time the outputs resolve, every resource has been registered with the mocks.
-        nodes = [r for r in MOCKS.created if r.typ == "pulumi-python:dynamic:Resource"]
+        nodes = [r for r in MOCKS.created if r.typ == NODE_TYPE]
         assert sorted(r.name for r in nodes) == ["c1-0", "c1-1", "c1-2"]
         assert [r.typ for r in MOCKS.created].count("metalfleet:stacks:GpuCluster") == 1
         assert {r.inputs["spec"]["tags"]["metalfleet:cluster"] for r in nodes} == {"mock"}
@@ -100,12 +101,16 @@ def test_bootstrap_and_gate_follow_the_nodes_and_the_hostfile_lists_accepted_nod
     MOCKS.created.clear()
     spec = _spec(name="gated", count=2, bootstrap={"enabled": True}, acceptance={"enabled": True})
     cluster = GpuCluster("g1", spec, driver_config={"state_path": str(tmp_path / "f.json")})
-    assert cluster.acceptance is not None
+    assert cluster.accepted_ids is not None and cluster.acceptance_report is not None
 
     def check(args: list[Any]) -> None:
         hf, ips = args
-        names = sorted(r.name for r in MOCKS.created if r.typ == "pulumi-python:dynamic:Resource")
-        assert names == ["g1-0", "g1-0-bootstrap", "g1-1", "g1-1-bootstrap", "g1-acceptance"]
+        # Each dynamic resource has a type of its own (pulumi-python:dynamic/metalfleet:<class>).
+        types = {r.name: r.typ for r in MOCKS.created if r.typ.startswith("pulumi-python:dynamic")}
+        assert types == {"g1-0": NODE_TYPE, "g1-1": NODE_TYPE,
+                         "g1-0-bootstrap": "pulumi-python:dynamic/metalfleet:NodeBootstrap",
+                         "g1-1-bootstrap": "pulumi-python:dynamic/metalfleet:NodeBootstrap",
+                         "g1-acceptance": "pulumi-python:dynamic/metalfleet:ClusterAcceptance"}
         gate = next(r for r in MOCKS.created if r.name == "g1-acceptance")
         # The gate is handed every node as the node resources report it (id and address) ...
         assert [(n["id"], n["private_ip"]) for n in gate.inputs["nodes"]] == [("n-0", ips[0]), ("n-1", ips[1])]
@@ -114,3 +119,58 @@ def test_bootstrap_and_gate_follow_the_nodes_and_the_hostfile_lists_accepted_nod
         assert hf == f"{ips[1]} slots=8\n" and hf != hostfile(ips, 8)
 
     return pulumi.Output.all(cluster.hostfile, cluster.private_ips).apply(check)
+
+
+def _quarantine(state: Path, spec: Any, indexes: tuple[int, ...]) -> list[str]:
+    """Order ``spec``'s nodes on the file-backed fake cloud and quarantine ``indexes`` as the gate does."""
+    from metalfleet.providers.fake import FakeDriver
+    from metalfleet.providers.fleet import order_cluster, plan
+    from metalfleet.providers.lifecycle import quarantine
+
+    fake = FakeDriver(state_path=state)
+    nodes = order_cluster(fake, plan(fake, spec))
+    for i in indexes:
+        assert quarantine(fake, nodes[i].id, f"gpu-count: expected 8 GPUs, found 7 (node {i})")
+    return [n.id for n in nodes]
+
+
+@pulumi.runtime.test
+def test_a_quarantined_node_is_declared_in_its_next_generation_within_the_budget(tmp_path: Path) -> Any:
+    """The program reads the quarantine tags back from the provider: with replace_failed, the quarantined
+    node's index is declared one generation on (tagged with it), while the budget lasts; the rest stay."""
+    MOCKS.created.clear()
+    spec = _spec(name="gens", count=3, acceptance={"enabled": True, "replace_failed": True, "retry_budget": 1})
+    state = tmp_path / "f.json"
+    ids = _quarantine(state, spec, (1, 2))
+    cluster = GpuCluster("q1", spec, driver_config={"state_path": str(state)})
+    lifecycle = cluster.generation_plan
+    assert lifecycle.generations == {1: 1} and lifecycle.budget_left == 0 and lifecycle.replace_failed
+    assert [(r.index, r.old_node_id, r.generation) for r in lifecycle.replacing] == [(1, ids[1], 1)]
+    assert "expected 8 GPUs, found 7 (node 1)" in lifecycle.replacing[0].reason
+    assert [(q.index, q.node_id) for q in lifecycle.kept] == [(2, ids[2])]
+
+    def check(_: Any) -> None:
+        specs = {r.name: r.inputs["spec"] for r in MOCKS.created if r.typ == NODE_TYPE}
+        assert {n: s["generation"] for n, s in specs.items()} == {"q1-0": 0, "q1-1": 1, "q1-2": 0}
+        assert specs["q1-1"]["tags"]["metalfleet:generation"] == "1"
+        assert "metalfleet:generation" not in specs["q1-0"]["tags"]
+        gate = next(r for r in MOCKS.created if r.name == "q1-acceptance")
+        assert gate.inputs["replacements_left"] == 0
+
+    return cluster.hostfile.apply(check)  # the gate's output: every resource is registered by then
+
+
+@pulumi.runtime.test
+def test_without_replace_failed_a_quarantined_node_keeps_its_generation(tmp_path: Path) -> Any:
+    MOCKS.created.clear()
+    spec = _spec(name="keep", count=2, acceptance={"enabled": True})
+    state = tmp_path / "f.json"
+    ids = _quarantine(state, spec, (0,))
+    cluster = GpuCluster("k1", spec, driver_config={"state_path": str(state)})
+    assert cluster.generation_plan.generations == {} and not cluster.generation_plan.replace_failed
+    assert [q.node_id for q in cluster.generation_plan.kept] == [ids[0]]
+
+    def check(_: Any) -> None:
+        assert {r.inputs["spec"]["generation"] for r in MOCKS.created if r.typ == NODE_TYPE} == {0}
+
+    return cluster.node_ids.apply(check)

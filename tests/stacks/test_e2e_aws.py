@@ -87,14 +87,16 @@ class Project:
         return json.loads(self.pulumi("stack", "output", "--json").stdout)  # type: ignore[no-any-return]
 
 
-def _copy_example(dest: Path, key: Path, known_hosts: Path, name: str | None = None) -> Path:
-    """examples/aws-p5 in ``dest``, its ssh paths pointing at the throwaway key and a known_hosts in tmp."""
+def _copy_example(dest: Path, key: Path, known_hosts: Path, name: str | None = None,
+                  **fields: str) -> Path:
+    """examples/aws-p5 in ``dest``, its ssh paths pointing at the throwaway key and a known_hosts in tmp (and
+    any other of its two-space-indented ``fields`` set as given)."""
     shutil.copytree(ROOT / "examples" / "aws-p5", dest)
     link_test_environment(dest)
     yaml_path = dest / "cluster.yaml"
     text = yaml_path.read_text()
     for field, value in (("private_key", str(key)), ("known_hosts", str(known_hosts)),
-                         ("ssh_ingress_cidrs", f"[{CONTROLLER_CIDR}]")):
+                         ("ssh_ingress_cidrs", f"[{CONTROLLER_CIDR}]"), *fields.items()):
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
         assert n == 1, f"examples/aws-p5/cluster.yaml has no {field} line"
     if name:
@@ -104,9 +106,9 @@ def _copy_example(dest: Path, key: Path, known_hosts: Path, name: str | None = N
     return dest
 
 
-def _project(tmp_path: Path, ec2: Ec2Emulator, key: Path, name: str | None = None) -> Project:
+def _project(tmp_path: Path, ec2: Ec2Emulator, key: Path, name: str | None = None, **fields: str) -> Project:
     known_hosts = tmp_path / "known_hosts"
-    proj = _copy_example(tmp_path / "aws-p5", key, known_hosts, name)
+    proj = _copy_example(tmp_path / "aws-p5", key, known_hosts, name, **fields)
     env = {**os.environ, **engine_env()}
     env.update({
         "PULUMI_HOME": str(tmp_path / "home"),
@@ -143,6 +145,16 @@ def _groups(ec2: Ec2Emulator, cluster: str) -> list[str]:
     client = _client(ec2)
     return ([g["GroupId"] for g in client.describe_security_groups(Filters=mine)["SecurityGroups"]]
             + [g["GroupName"] for g in client.describe_placement_groups(Filters=mine)["PlacementGroups"]])
+
+
+def _state(p: Project) -> dict[str, Any]:
+    """The stack's checkpoint as `pulumi stack export` writes it."""
+    return json.loads(p.pulumi("stack", "export").stdout)  # type: ignore[no-any-return]
+
+
+def _resources(p: Project) -> dict[str, dict[str, Any]]:
+    """The stack's resources by name."""
+    return {r["urn"].rsplit("::", 1)[1]: r for r in _state(p)["deployment"]["resources"]}
 
 
 def _bootstrapped(host: dict[str, Any]) -> bool:
@@ -207,6 +219,27 @@ def test_up_bootstraps_and_accepts_then_refresh_replace_destroy(tmp_path: Path, 
     assert "8 unchanged" in again.stdout, again.stdout
     assert _live(ec2, spec.name) == sorted(ids)
 
+    # Each dynamic resource has a type of its own. A stack made before stored them all as the one legacy
+    # type: its state, as that code wrote it (types and URNs), migrates on the next `up` without a change.
+    types = {name: r["type"] for name, r in _resources(project).items() if "dynamic" in r["type"]}
+    assert types == {f"{spec.name}-network": "pulumi-python:dynamic/metalfleet:ClusterNetwork",
+                     f"{spec.name}-acceptance": "pulumi-python:dynamic/metalfleet:ClusterAcceptance",
+                     **{f"{spec.name}-{i}": "pulumi-python:dynamic/metalfleet:GpuNode" for i in range(2)},
+                     **{f"{spec.name}-{i}-bootstrap": "pulumi-python:dynamic/metalfleet:NodeBootstrap"
+                        for i in range(2)}}
+    legacy = json.dumps(_state(project))
+    for t in set(types.values()):
+        legacy = legacy.replace(t, "pulumi-python:dynamic:Resource")
+    (project.path / "legacy.json").write_text(legacy)
+    project.pulumi("stack", "import", "--file", "legacy.json")
+    assert {r["type"] for r in _resources(project).values() if "dynamic" in r["type"]} == {
+        "pulumi-python:dynamic:Resource"}
+    project.pulumi("preview", "--expect-no-changes")
+    moved = project.pulumi("up", "--yes", "--skip-preview")
+    assert "8 unchanged" in moved.stdout and "replace" not in moved.stdout, moved.stdout
+    assert {n: r["type"] for n, r in _resources(project).items() if "dynamic" in r["type"]} == types
+    assert _live(ec2, spec.name) == sorted(ids)
+
     # Terminated behind Pulumi's back: refresh drops it, the next up replaces only that node, bootstraps
     # the new one and gates the cluster again.
     _client(ec2).terminate_instances(InstanceIds=[ids[0]])
@@ -231,24 +264,62 @@ def test_up_bootstraps_and_accepts_then_refresh_replace_destroy(tmp_path: Path, 
     assert "PRIVATE KEY" not in state and key.read_text().split("\n")[1] not in state
 
 
-def test_a_node_that_fails_acceptance_fails_the_up_and_is_quarantined(tmp_path: Path, ec2: Ec2Emulator,
-                                                                      key: Path) -> None:
+def test_a_node_that_fails_acceptance_is_quarantined_and_the_next_up_replaces_it(tmp_path: Path, ec2: Ec2Emulator,
+                                                                                   key: Path) -> None:
+    """With acceptance.replace_failed: the first `up` fails naming the quarantined node; the next `up` declares
+    the next generation of its index, so the engine replaces that GpuNode (terminating the quarantined
+    instance first), bootstraps the new one and gates the cluster again. Nothing is left untracked."""
     cluster = "llm-p5-bad"
     # the host of node 1 reports 7 GPUs (as after a GPU fell off the bus): set before it boots
     ec2.set_sim_host_rules([{"tags": {"metalfleet:cluster": cluster, "metalfleet:index": "1"},
                              "config": {"gpu": {"count": 7}}}])
-    project = _project(tmp_path, ec2, key, name=cluster)
+    project = _project(tmp_path, ec2, key, name=cluster, replace_failed="true")
     try:
         up = project.pulumi("up", "--yes", "--skip-preview", check=False)
         assert up.returncode != 0
         text = up.stdout + up.stderr
         assert f"cluster {cluster} did not pass acceptance" in text
         assert f"quarantined {cluster}-1" in text and "expected 8 GPUs, found 7" in text, text
+        assert ("the next `pulumi up` replaces the quarantined node(s) with a new generation (2 replacement(s) "
+                "left in acceptance.retry_budget)") in text, text
 
-        by_index = {inst["Tags"]["metalfleet:index"]: inst["Tags"] for inst in _instances(ec2, cluster).values()}
-        assert by_index["1"]["metalfleet:acceptance"] == "quarantined"
-        assert "expected 8 GPUs, found 7" in by_index["1"]["metalfleet:acceptance-reason"]
-        assert by_index["0"].get("metalfleet:acceptance") != "quarantined"
+        by_index = {inst["Tags"]["metalfleet:index"]: (i, inst["Tags"])
+                    for i, inst in _instances(ec2, cluster).items()}
+        bad_id, bad_tags = by_index["1"]
+        assert bad_tags["metalfleet:acceptance"] == "quarantined"
+        assert "expected 8 GPUs, found 7" in bad_tags["metalfleet:acceptance-reason"]
+        assert by_index["0"][1].get("metalfleet:acceptance") != "quarantined"
+        kept_id = by_index["0"][0]
+        node = _resources(project)[f"{cluster}-1"]
+        assert node["outputs"]["node_id"] == bad_id and node["inputs"]["spec"]["generation"] == 0
+
+        # The next instance of index 1 lands on healthy hardware. Its preview shows the replacement, of that
+        # node only.
+        ec2.set_sim_host_rules([])
+        steps = json.loads(project.pulumi("preview", "--json").stdout)["steps"]
+        replaced = {s["urn"].rsplit("::", 1)[1] for s in steps if s["op"] in ("replace", "delete-replaced",
+                                                                                "create-replacement")}
+        assert replaced == {f"{cluster}-1"}, steps
+        project.pulumi("up", "--yes", "--skip-preview")
+
+        out = _check_ready(project, ec2, cluster, 2)
+        new_id = out["node_ids"][1]
+        assert out["node_ids"][0] == kept_id and new_id != bad_id
+        # The replacement is the GpuNode of index 1 in its next generation, tracked by the stack ...
+        node = _resources(project)[f"{cluster}-1"]
+        assert node["type"] == "pulumi-python:dynamic/metalfleet:GpuNode"
+        assert node["id"] == node["outputs"]["node_id"] == new_id
+        assert node["inputs"]["spec"]["generation"] == node["outputs"]["generation"] == 1
+        assert _instances(ec2, cluster)[new_id]["Tags"]["metalfleet:generation"] == "1"
+        # ... the quarantined instance is gone, and nothing the stack does not track is left.
+        (old,) = [i for r in _client(ec2).describe_instances(InstanceIds=[bad_id])["Reservations"]
+                  for i in r["Instances"]]
+        assert old["State"]["Name"] == "terminated"
+        assert _live(ec2, cluster) == sorted(out["node_ids"])
+        assert sorted(h["instance_id"] for h in ec2.sim_hosts() if h["instance_id"] in (bad_id, kept_id, new_id)
+                      ) == sorted([kept_id, new_id])
+        # The next declaration keeps generation 1 for index 1: nothing changes.
+        project.pulumi("preview", "--expect-no-changes")
     finally:
         ec2.set_sim_host_rules([])
         project.pulumi("destroy", "--yes", "--skip-preview")

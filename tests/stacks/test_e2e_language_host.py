@@ -161,7 +161,7 @@ ALLOWED = ("p5.48xlarge", "p5e.48xlarge")
 
 
 def offering_allowed(args, report_violation):
-    if args.resource_type != "pulumi-python:dynamic:Resource":
+    if args.resource_type != "pulumi-python:dynamic/metalfleet:GpuNode":
         return
     offering = (args.props.get("spec") or {}).get("offering")
     if offering is not None and offering not in ALLOWED:

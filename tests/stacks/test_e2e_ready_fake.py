@@ -109,6 +109,9 @@ def test_a_node_that_fails_acceptance_fails_the_up_and_is_quarantined(
     with pytest.raises(MetalfleetError) as exc:
         automation.up(spec, opts)
     assert "expected 8 GPUs, found 7" in str(exc.value)
+    # Without acceptance.replace_failed the node stays: the message says so, and how to have it replaced.
+    assert ("acceptance.replace_failed is off: the quarantined node(s) stay for someone to look at; turn it on "
+            "to have the next `pulumi up` replace them") in str(exc.value)
     nodes = {n.private_ip: n for n in FakeDriver(state_path=fake_state).list_nodes("ready-bad")}
     assert nodes[hosts[1].address].tags.get("metalfleet:acceptance") == "quarantined"
     assert nodes[hosts[0].address].tags.get("metalfleet:acceptance") != "quarantined"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.errors import InvalidSpecError, PrerequisiteError
 from metalfleet.stacks import engine as engine_mod
 from metalfleet.stacks.engine import SELF_BUILT_MARKER, engine_env, find_engine, sdk_version
 
@@ -84,8 +84,23 @@ def test_a_wrong_metalfleet_pulumi_dir_is_an_error_not_a_silent_fallback(isolate
 
 
 def test_no_cli_anywhere_says_how_to_get_one(isolated: Path) -> None:
-    with pytest.raises(InvalidSpecError, match=r"no Pulumi CLI found: install it .* run `make engine`"):
+    with pytest.raises(PrerequisiteError, match=r"no Pulumi CLI found: install it .* run `make engine`") as err:
         find_engine()
+    assert err.value.tool == "pulumi" and not isinstance(err.value, InvalidSpecError)
+
+
+def test_the_cli_says_no_pulumi_cli_and_exits_2(isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`metalfleet up` without any Pulumi CLI: the message and exit code of a usage error, before any stack."""
+    from metalfleet.stacks.cli import main
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: nocli\nprovider: fake\nregion: local-1\noffering: fake.8xh100\ncount: 1\nimage: i\n")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "p")  # past the passphrase check, to the engine lookup
+    assert main(["up", str(spec), "--backend", f"file://{tmp_path / 'state'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no Pulumi CLI found: install it (https://www.pulumi.com/docs/install/)"), err
+    assert "run `make engine`; looked on PATH and in " in err and "Traceback" not in err
 
 
 def test_engine_env_moves_the_engine_first(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,3 +75,48 @@ def test_read_keeps_host_keys_pinned_at_create_time(props: dict) -> None:
     created = p.create(props)
     outs = {**created.outs, "host_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPinnedAtCreate"]}
     assert p.read(created.id, outs).outs["host_keys"] == outs["host_keys"]
+
+
+def test_a_later_generation_replaces_the_node_an_earlier_one_changes_nothing(props: dict) -> None:
+    """The stack replaces a quarantined node by declaring its next generation; generations only go forward."""
+    p = NodeProvider()
+    gen1 = {**props, "spec": {**props["spec"], "generation": 1,
+                              "tags": {**props["spec"]["tags"], "metalfleet:generation": "1"}}}
+    d = p.diff("x", props, gen1)
+    assert d.changes and d.replaces == ["spec.generation"] and d.delete_before_replace
+    back = p.diff("x", gen1, props)
+    assert not back.changes and not back.replaces, "a lower generation must never buy another node"
+    assert not p.diff("x", gen1, gen1).changes
+
+
+def test_the_replacement_is_a_new_node_of_the_next_generation(props: dict) -> None:
+    from metalfleet.providers.lifecycle import node_generation
+
+    p = NodeProvider()
+    first = p.create(props)
+    p.delete(first.id, first.outs)  # delete-before-replace: the quarantined node goes first
+    gen1 = {**props, "spec": {**props["spec"], "generation": 1,
+                              "tags": {**props["spec"]["tags"], "metalfleet:generation": "1"}}}
+    second = p.create(gen1)
+    assert second.id != first.id and second.outs["generation"] == 1
+    node = FakeDriver(state_path=props["driver_config"]["state_path"]).get(second.id)
+    assert node_generation(node) == 1 and node.tags["metalfleet:index"] == "0"
+    assert [n.id for n in FakeDriver(state_path=props["driver_config"]["state_path"]).list_nodes("unit")] == [second.id]
+
+
+def test_what_acts_on_a_node_changes_when_a_preview_does_not_know_the_node_yet() -> None:
+    """While a node is being replaced a preview hands its bootstrap and the gate an unknown node: a change."""
+    from pulumi.output import Unknown
+
+    from metalfleet.stacks.acceptance import ClusterAcceptanceProvider
+    from metalfleet.stacks.bootstrap import NodeBootstrapProvider
+
+    node = {"id": "n-1", "private_ip": "10.0.0.2"}
+    boot = NodeBootstrapProvider()
+    assert not boot.diff("b", {"fingerprint": "f", "node": node}, {"fingerprint": "f", "node": dict(node)}).changes
+    assert boot.diff("b", {"fingerprint": "f", "node": node}, {"fingerprint": "f", "node": Unknown()}).changes
+    gate = ClusterAcceptanceProvider()
+    olds = {"fingerprint": "f", "nodes": [node]}
+    assert not gate.diff("g", olds, {"fingerprint": "f", "nodes": [dict(node)]}).changes
+    assert gate.diff("g", olds, {"fingerprint": "f", "nodes": [Unknown()]}).changes
+    assert gate.diff("g", olds, {"fingerprint": "f", "nodes": Unknown()}).changes

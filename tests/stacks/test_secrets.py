@@ -216,7 +216,7 @@ def test_cluster_keeps_config_secrets_and_secret_outputs_out_of_plain_inputs(tmp
                          secret_spec={"ssh.private_key": key})
 
     def check(_: Any) -> None:
-        made = {r.name: r.inputs for r in MOCKS.created if r.typ == "pulumi-python:dynamic:Resource"}
+        made = {r.name: r.inputs for r in MOCKS.created if r.typ.startswith("pulumi-python:dynamic/metalfleet:")}
         assert sorted(made) == ["s1-0", "s1-0-bootstrap", "s1-acceptance"]
         for name, inputs in made.items():
             plain = {k: v for k, v in inputs.items() if k not in ("secrets", "__provider")}
