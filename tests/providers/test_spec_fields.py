@@ -86,11 +86,12 @@ def test_tags_that_keep_the_rules_pass_and_the_count_includes_metalfleets_own() 
     fine = {"team": "ml-infra", "cost center": "4711", "owner": "a.b@example.com", "path": "/x/y:z", "e": "a+b=c_d",
             "Zürich": "über"}
     assert parse_spec({**BASE, "tags": fine}).tags == fine
-    # 4 own tags (Name, metalfleet:cluster/index/key) and 2 kept for the acceptance gate: 44 user tags fit
-    assert parse_spec({**BASE, "tags": {f"k{i}": "v" for i in range(44)}})
-    e = _err(tags={f"k{i}": "v" for i in range(45)})
+    # 5 own tags (Name, metalfleet:cluster/index/key/generation - a replacement node carries its generation) and
+    # 2 kept for the acceptance gate: 43 user tags fit
+    assert parse_spec({**BASE, "tags": {f"k{i}": "v" for i in range(43)}})
+    e = _err(tags={f"k{i}": "v" for i in range(44)})
     assert e.field == "tags" and "51" in str(e)
-    e = _err(tags={f"k{i}": "v" for i in range(44)},
+    e = _err(tags={f"k{i}": "v" for i in range(43)},
              network={"subnet_id": "subnet-0123456789abcdef0", "public_ip": True})  # + metalfleet:public-ip
     assert e.field == "tags"
     # another provider's rules are its own: the aws character set is not applied to fake
