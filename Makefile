@@ -25,7 +25,7 @@ engine:
 
 # sshd and the other host packages the simulated GPU hosts need.
 sshd:
-	@if [ -x tests/hosts/ensure-sshd.sh ]; then tests/hosts/ensure-sshd.sh; fi
+	@tests/support/hosts/ensure-sshd.sh
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -35,12 +35,11 @@ from typing import Any
 
 import paramiko
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from metalfleet.bootstrap import Command, NoOp, Profile, RunOptions, Step, StepContext, Upload, run_bootstrap
+from metalfleet.bootstrap.facts import Fact, FactValues, FileHashes, OsRelease, PathsExist
+from metalfleet.testing.hosts.harness import HostFleet, start_hosts
 
-from metalfleet.bootstrap import Command, NoOp, Profile, RunOptions, Step, StepContext, Upload, run_bootstrap  # noqa: E402
-from metalfleet.bootstrap.facts import Fact, FactValues, FileHashes, OsRelease, PathsExist  # noqa: E402
-from tests.hosts.harness import HostFleet, start_hosts  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BLOB = random.Random(7).randbytes(1 << 20)
 CONFIG = "".join(f"setting_{i:02d} = value-{i * 7}\n" for i in range(20)).encode()

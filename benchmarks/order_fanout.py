@@ -1,6 +1,6 @@
 """Fan-out benchmark: ordering 64 nodes should take about as long as ordering one.
 
-Starts the EC2 emulator (tests/emulators/ec2_server.py) with a fixed latency on every EC2 call, then
+Starts the EC2 emulator (tests/support/ec2.py) with a fixed latency on every EC2 call, then
 times plan + order_cluster + wait-for-running for 1 node and for 64 nodes, each with a fresh driver
 and a fresh cluster (so both pay the same one-off setup: catalogue, subnet, placement group, security
 group, image). Prints both wall times and their ratio; the target is a ratio under 2.
@@ -17,12 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from metalfleet.providers import NodeState, order_cluster, parse_spec, plan, release_cluster
+from metalfleet.providers.aws import AwsDriver
+from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 
-from metalfleet.providers import NodeState, order_cluster, parse_spec, plan, release_cluster  # noqa: E402
-from metalfleet.providers.aws import AwsDriver  # noqa: E402
-from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                    "AWS_DEFAULT_REGION": "us-east-1"})

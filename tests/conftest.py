@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests import areas
+from metalfleet.testing import usage as areas
 from tests.prereq import require_root
 
 ALLOW_SKIPS = "METALFLEET_ALLOW_SKIPS"

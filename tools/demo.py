@@ -29,10 +29,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 
-from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EXAMPLE = ROOT / "examples" / "aws-p5"
 CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]

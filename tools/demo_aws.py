@@ -21,10 +21,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from metalfleet.providers import (  # noqa: E402
+from metalfleet.providers import (
     MetalfleetError,
     Node,
     NodeState,
@@ -34,7 +31,9 @@ from metalfleet.providers import (  # noqa: E402
     plan,
     release_cluster,
 )
-from tests.emulators.ec2_server import start_ec2_emulator  # noqa: E402
+from metalfleet.testing.ec2 import start_ec2_emulator
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Progress:

@@ -10,14 +10,17 @@ trap 'rm -rf "$out"' EXIT
 "$py" -m build --wheel --outdir "$out/dist" . >/dev/null
 wheel=$(ls "$out"/dist/metalfleet-*.whl)
 "$py" -m venv "$out/venv"
-"$out/venv/bin/pip" install -q "${wheel}[aws,pulumi]"
+"$out/venv/bin/pip" install -q "${wheel}[aws,pulumi,testing]"
 (cd "$out" && "$out/venv/bin/python" - "$root" <<'PY'
 import importlib, pathlib, pkgutil, sys
 root = pathlib.Path(sys.argv[1])
-expected = {"metalfleet." + p.relative_to(root).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
-            for top in ("providers", "stacks", "bootstrap", "policies") for p in (root / top).rglob("*.py")}
+tops = {"providers": "providers", "stacks": "stacks", "bootstrap": "bootstrap", "policies": "policies",
+        "testing": "tests/support"}
+expected = {f"metalfleet.{top}." + p.relative_to(root / src).with_suffix("").as_posix().replace("/", ".")
+            for top, src in tops.items() for p in (root / src).rglob("*.py")}
+expected = {m.removesuffix(".__init__") for m in expected}
 found = []
-for top in ("providers", "stacks", "bootstrap", "policies"):
+for top in tops:
     pkg = importlib.import_module(f"metalfleet.{top}")
     assert "site-packages" in pkg.__file__, f"{pkg.__name__} imported from {pkg.__file__}, not the wheel"
     found.append(pkg.__name__)
@@ -30,4 +33,4 @@ print(f"wheel-check: imported {len(found)} modules from the installed wheel")
 PY
 )
 cd "$out" && "$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" --python-executable "$out/venv/bin/python" \
-  -p metalfleet.providers -p metalfleet.stacks -p metalfleet.bootstrap -p metalfleet.policies
+  -p metalfleet.providers -p metalfleet.stacks -p metalfleet.bootstrap -p metalfleet.policies -p metalfleet.testing

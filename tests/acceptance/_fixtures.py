@@ -1,4 +1,4 @@
-"""Where the captured fixtures live (tests/fixtures, provenance in its SOURCES.md) and which parser
+"""Where the captured fixtures live (tests/support/fixtures, provenance in its SOURCES.md) and which parser
 kind each one is."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = REPO_ROOT / "tests" / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "support" / "fixtures"
 
 #: Every fixture file -> the parser kind that must read it. A fixture missing here fails the walk test.
 FIXTURE_KINDS: dict[str, str] = {

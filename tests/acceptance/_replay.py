@@ -1,6 +1,6 @@
 """Replayed GPU hosts for the acceptance flow, without root or sshd.
 
-Each host answers its probes as a simulated host's shims do (tests/hosts/shims/mfshim.py, called here
+Each host answers its probes as a simulated host's shims do (tests/support/hosts/shims/mfshim.py, called here
 in-process): nvidia-smi, topo and ibstat print the real captures of the host's profile (with its faults'
 edits), fi_info and nccl-tests answer from the host's simulated hardware and the probe's actual
 arguments, and a run across nodes lays the job out as mpirun does from the hostfile the probe wrote.
@@ -17,8 +17,7 @@ from metalfleet.bootstrap.acceptance.baselines import Baseline
 from metalfleet.bootstrap.acceptance.probes import AcceptanceOptions, multi_node_probe, plan_probes
 from metalfleet.bootstrap.inventory import Host, NodeTraits
 from metalfleet.bootstrap.replay import ReplayHost, Reply
-
-from ..hosts.harness import FIXTURES, _initial_state, host_config, mfshim
+from metalfleet.testing.hosts.harness import FIXTURES, _initial_state, host_config, mfshim
 
 
 class ProbeAnswers:

@@ -1,8 +1,8 @@
 """Simulated GPU hosts for the live acceptance tests: what each one's shims print, and its faults.
 
-nvidia-smi, topo and ibstat print real captures from tests/fixtures, a fault being one documented
+nvidia-smi, topo and ibstat print real captures from tests/support/fixtures, a fault being one documented
 change to them (the shim's ``edits`` and ``gpu.count``); nccl-tests and fi_info answer from the
-host's simulated hardware and the actual arguments (tests/hosts/shims/mfshim.py), a fault being a
+host's simulated hardware and the actual arguments (tests/support/hosts/shims/mfshim.py), a fault being a
 change to that hardware (``nccl.busbw_scale``, ``nccl.net``).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from metalfleet.bootstrap.inventory import Inventory
+from metalfleet.testing.hosts.harness import HostFleet, SimHost, start_hosts
 
-from ..hosts.harness import HostFleet, SimHost, start_hosts
 from ..prereq import require_root
 from ._fixtures import read_fixture
 

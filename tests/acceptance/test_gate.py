@@ -386,8 +386,9 @@ _BLOB = re.compile(r"https://github\.com/(?P<repo>[^/]+/[^/]+)/blob/[^/]+/(?P<pa
 #: Files that feed the gate or the simulated hosts a capture (parser-only tests are not listed).
 _GATE_AND_SIM = ("tests/acceptance/test_gate.py", "tests/acceptance/test_live.py", "tests/acceptance/test_live_cli.py",
                  "tests/acceptance/test_quarantine.py", "tests/acceptance/test_report_offline_cli.py",
-                 "tests/acceptance/test_sim_nccl.py", "tests/acceptance/_sim.py", "tests/hosts/harness.py",
-                 "tests/hosts/shims/mfshim.py", "tests/acceptance/test_live_replay.py", "tests/acceptance/_replay.py",
+                 "tests/acceptance/test_sim_nccl.py", "tests/acceptance/_sim.py", "tests/support/hosts/harness.py",
+                 "tests/support/hosts/shims/mfshim.py", "tests/acceptance/test_live_replay.py",
+                 "tests/acceptance/_replay.py",
                  "tests/bootstrap/test_engine_replay.py")
 
 
@@ -404,13 +405,13 @@ def _sources(tree: Any, path: str = "") -> list[tuple[str, str]]:
 
 
 def _fixture_origins() -> dict[str, tuple[str, str]]:
-    """fixture path -> (repository, file) of the public document it was copied from (tests/fixtures/SOURCES.md)."""
+    """fixture path -> (repository, file) of the public document it was copied from (its SOURCES.md)."""
     from ._fixtures import FIXTURES
 
     text = (FIXTURES / "SOURCES.md").read_text()
     out = {}
     for block in re.split(r"^### ", text, flags=re.M)[1:]:
-        rel = re.match(r"`tests/fixtures/([^`]+)`", block)
+        rel = re.match(r"`tests/support/fixtures/([^`]+)`", block)
         repo = re.search(r"^- Source: (\S+)", block, re.M)
         loc = re.search(r"^- Location: (\S+?)@", block, re.M)
         if rel and repo and loc:

@@ -23,8 +23,8 @@ from metalfleet.bootstrap.inventory import Host, Inventory, NodeTraits
 from metalfleet.bootstrap.parsers import parse
 from metalfleet.bootstrap.script import new_token
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.testing.hosts.harness import HostFleet
 
-from ..hosts.harness import HostFleet
 from ._sim import IB, IB_PORT_DOWN, NET_SOCKET, P5, fleet_starter, topo_link_edits
 
 #: host -> (extra shim config, offering it is judged against)

@@ -19,8 +19,8 @@ from metalfleet.bootstrap.acceptance.quarantine import ACCEPTANCE_TAG, REASON_TA
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.providers.fleet import order_cluster, plan
 from metalfleet.providers.spec import parse_spec
+from metalfleet.testing.hosts.harness import HostFleet
 
-from ..hosts.harness import HostFleet
 from ._sim import IB, P5, fleet_starter
 
 REPO = Path(__file__).resolve().parents[2]

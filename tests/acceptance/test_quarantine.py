@@ -38,8 +38,8 @@ from metalfleet.providers.fake import FakeDriver
 from metalfleet.providers.fleet import order_cluster, plan
 from metalfleet.providers.models import Node, NodeSpec, NodeState
 from metalfleet.providers.spec import ClusterSpec, parse_spec
+from metalfleet.testing.hosts.harness import HostFleet
 
-from ..hosts.harness import HostFleet
 from ._sim import IB, IB_PORT_DOWN, fleet_starter
 
 SEVEN = {**IB, "gpu": {"count": 7}}

@@ -1,6 +1,6 @@
 """The simulated hosts' nccl-tests, mpirun and fi_info answer from the simulated hardware and the arguments.
 
-Each test runs the real shim (tests/hosts/shims/mfshim.py, under /usr/bin/python3 as on a host) in a
+Each test runs the real shim (tests/support/hosts/shims/mfshim.py, under /usr/bin/python3 as on a host) in a
 sandbox of its own: config.json (the host's hardware), state.json (what is installed), nothing replayed.
 The outputs go through the product's parser and gate, as the live acceptance run's would.
 """
@@ -19,8 +19,8 @@ import pytest
 from metalfleet.bootstrap.acceptance import judge
 from metalfleet.bootstrap.parsers import parse
 from metalfleet.bootstrap.parsers.efa import parse_fi_info
+from metalfleet.testing.hosts.harness import FIXTURES, SHIM, SYSTEM_PYTHON, _initial_state, host_config
 
-from ..hosts.harness import FIXTURES, SHIM, SYSTEM_PYTHON, _initial_state, host_config
 from ._fixtures import read_fixture
 
 GIB = 1 << 30
@@ -273,7 +273,7 @@ def test_the_model_reproduces_the_captures_it_was_calibrated_on(tmp_path: Path, 
 
 
 def test_an_emulated_instances_efa_devices_are_what_it_attached_within_its_types_data() -> None:
-    from tests.emulators.ec2_server import efa_fabric
+    from metalfleet.testing.ec2 import efa_fabric
 
     p5 = [("interface", 0)] + [("efa", card) for card in range(32)]
     assert efa_fabric("p5.48xlarge", p5) == {"kind": "efa", "nics": 32, "nic_gbps": 100.0}

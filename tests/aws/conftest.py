@@ -9,7 +9,7 @@ import pytest
 
 from metalfleet.providers import ClusterSpec, NodeSpec, RetryPolicy, parse_spec, plan
 from metalfleet.providers.aws import AwsDriver
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,

@@ -12,7 +12,7 @@ from metalfleet.providers import InvalidSpecError, NodeState, order_cluster, rel
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.contract import ClusterResourcesDriver
 from metalfleet.providers.fleet import order_node
-from tests.emulators.ec2_server import Ec2Emulator, default_subnet_id
+from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id
 
 from .conftest import FAST, Specs
 

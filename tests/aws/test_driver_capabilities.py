@@ -9,7 +9,7 @@ from metalfleet.providers import NodeState
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.console import host_keys_from_console
 from metalfleet.providers.errors import InvalidSpecError, NotFoundError
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 
 from .conftest import Specs
 

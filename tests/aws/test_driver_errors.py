@@ -33,7 +33,7 @@ from metalfleet.providers import (
     VolumeSpec,
 )
 from metalfleet.providers.aws import AwsDriver
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 
 from .conftest import KMS_KEY, REGION, ZONE, Specs
 

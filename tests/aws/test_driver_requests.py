@@ -8,7 +8,7 @@ import pytest
 
 from metalfleet.providers import InvalidSpecError, NodeState, order_cluster, plan
 from metalfleet.providers.aws import AwsDriver
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 
 from .conftest import FAST, KMS_KEY, ZONE, Specs
 

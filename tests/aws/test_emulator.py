@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 
 from .conftest import IMAGE, ZONE
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.emulators.ec2_server import Ec2Emulator, default_subnet_id
+from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id
 
 from .conftest import IMAGE, KMS_KEY, REGION
 

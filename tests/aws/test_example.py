@@ -7,7 +7,7 @@ from typing import Any
 
 from metalfleet.providers import NodeState, load_spec, order_cluster, plan, release_cluster
 from metalfleet.providers.aws import AwsDriver
-from tests.emulators.ec2_server import Ec2Emulator, default_subnet_id
+from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id
 from tests.emulators.fixtures import ec2_client, ensure_kms_key
 
 from .conftest import FAST

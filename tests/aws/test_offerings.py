@@ -6,7 +6,7 @@ from __future__ import annotations
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.catalog import load_catalog
 from metalfleet.providers.models import BillingModel, Fabric, Interconnect
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import REGION
 
 

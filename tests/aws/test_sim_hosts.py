@@ -27,9 +27,9 @@ from metalfleet.bootstrap.ssh import SshOptions
 from metalfleet.providers import NodeState, parse_spec, plan
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.errors import InvalidSpecError
-from tests.emulators.ec2_server import Ec2Emulator, default_subnet_id, start_ec2_emulator
+from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id, start_ec2_emulator
+from metalfleet.testing.hosts.harness import mfshim
 from tests.emulators.fixtures import IMAGE, REGION, ZONE, ec2_client
-from tests.hosts.harness import mfshim
 
 pytestmark = pytest.mark.requires_root("simulated hosts (namespaces, mounts, sshd)")
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from metalfleet.bootstrap import RunOptions
+from metalfleet.testing.hosts.harness import HostFleet, start_hosts
 
-from ..hosts.harness import HostFleet, start_hosts
 from ..prereq import require_root
 
 

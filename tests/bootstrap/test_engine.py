@@ -36,8 +36,7 @@ from metalfleet.bootstrap.script import (
 from metalfleet.bootstrap.steps import nccl_tuning
 from metalfleet.providers import InvalidSpecError, Node, NodeState, parse_spec
 from metalfleet.providers.models import Fabric
-
-from ..hosts.harness import FIXTURES
+from metalfleet.testing.hosts.harness import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,8 +23,7 @@ from metalfleet.bootstrap.inventory import Host, NodeTraits, traits_for
 from metalfleet.bootstrap.step import NoOp, StepContext, Upload, resolve_settings
 from metalfleet.bootstrap.steps import ALL_STEPS
 from metalfleet.providers.models import Fabric, Interconnect
-
-from ..hosts.harness import FIXTURES
+from metalfleet.testing.hosts.harness import FIXTURES
 
 HERE = Path(__file__).resolve().parent
 CASES = json.loads((HERE / "step_cases.json").read_text())

@@ -20,7 +20,7 @@ import pytest
 from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_spec
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.fake import FakeDriver
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,

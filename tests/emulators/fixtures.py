@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests import areas
-
-from .ec2_server import Ec2Emulator, start_ec2_emulator
+from metalfleet.testing import usage as areas
+from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 
 #: Fake credentials for the emulator, set only inside the test process and its children.
 EMULATOR_ENV = {

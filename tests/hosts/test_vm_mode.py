@@ -1,4 +1,5 @@
-"""VM-mode simulated hosts (tests/hosts/vm.py): product code at fs_root "/", every write in the host's overlay."""
+"""VM-mode simulated hosts (metalfleet.testing.hosts.vm): product code at fs_root "/", every write in the host's
+overlay."""
 
 from __future__ import annotations
 
@@ -23,9 +24,8 @@ from metalfleet.bootstrap import (
 )
 from metalfleet.bootstrap.inventory import Host, Inventory, traits_for
 from metalfleet.bootstrap.ssh import SshOptions
-
-from .harness import HostFleet, start_hosts
-from .vm import VmHost, boot_vm_host, profile_for_offering
+from metalfleet.testing.hosts.harness import HostFleet, start_hosts
+from metalfleet.testing.hosts.vm import VmHost, boot_vm_host, profile_for_offering
 
 pytestmark = pytest.mark.requires_root("VM-mode hosts (namespaces, mounts, sshd)")
 
@@ -44,7 +44,7 @@ NODE_PATHS = ("/etc/nccl.conf", "/etc/profile.d/metalfleet-nccl.sh", "/scratch",
 
 
 def _vm_pids(hosts: list[VmHost]) -> set[int]:
-    from .harness import _descendants
+    from metalfleet.testing.hosts.harness import _descendants
 
     return {p for h in hosts if h.vm is not None for p in (h.vm.pid, *_descendants(h.vm.pid))}
 

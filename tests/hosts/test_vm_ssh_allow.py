@@ -10,9 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import areas
-
-from .vm import VmHost, boot_vm_host
+from metalfleet.testing import usage as areas
+from metalfleet.testing.hosts.vm import VmHost, boot_vm_host
 
 pytestmark = pytest.mark.requires_root("VM-mode hosts (namespaces, mounts, sshd)")
 

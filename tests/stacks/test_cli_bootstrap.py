@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.hosts.harness import HostFleet, start_hosts
+from metalfleet.testing.hosts.harness import HostFleet, start_hosts
 
 pytestmark = pytest.mark.requires_root("simulated hosts (sshd, the mfnode user)")
 

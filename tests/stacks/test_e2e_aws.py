@@ -26,7 +26,7 @@ import boto3
 import pytest
 
 from metalfleet.stacks.engine import engine_env
-from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
+from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 
 from .projects import link_test_environment
 

@@ -36,7 +36,7 @@ def key(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def hosts(key: Path) -> Iterator[list[Any]]:
-    from tests.hosts.vm import boot_vm_host
+    from metalfleet.testing.hosts.vm import boot_vm_host
 
     public = Path(f"{key}.pub").read_text()
     booted = [boot_vm_host(f"ready{i}", profile="h100-ib", index=i, authorized_keys=public) for i in range(2)]

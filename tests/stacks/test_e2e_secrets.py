@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from metalfleet.stacks.engine import engine_env
-from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
+from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 from tests.emulators.fixtures import IMAGE
 from tests.stacks.projects import link_test_environment
 from tests.stacks.test_e2e_aws import (

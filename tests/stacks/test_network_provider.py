@@ -9,7 +9,7 @@ from metalfleet.providers import parse_spec
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.models import node_spec_to_dict
 from metalfleet.stacks.network import ClusterNetworkProvider
-from tests.emulators.ec2_server import Ec2Emulator
+from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,

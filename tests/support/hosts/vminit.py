@@ -1,5 +1,5 @@
 #!/usr/bin/python3 -IS
-"""The "machine" of one VM-mode simulated host: started as root by tests/hosts/vm.py, one per host.
+"""The "machine" of one VM-mode simulated host: started as root by tests/support/hosts/vm.py, one per host.
 
 Standard library only (it runs under the system python with -I -S). What it does:
 

@@ -6,7 +6,7 @@ the client side.
 
 Run it in the foreground (for a demo)::
 
-    python tests/emulators/ec2_server.py --port 5055
+    python -m metalfleet.testing.ec2 --port 5055
 
 or from Python, as a subprocess the caller owns::
 
@@ -48,7 +48,7 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     each start), so an example cluster.yaml can name one and run unchanged here.
 (h) Simulated GPU hosts (``--sim-hosts`` / ``start_ec2_emulator(sim_hosts=True)``; off by default, needs
     root): each instance a RunInstances call launches (not an idempotent replay) gets a VM-mode simulated
-    host (tests/hosts/vm.py, ``boot_vm_host``) for its offering, booted before the answer is sent, whose
+    host (tests/support/hosts/vm.py, ``boot_vm_host``) for its offering, booted before the answer is sent, whose
     ``ubuntu`` login accepts the public key of the instance's ``KeyName`` (ImportKeyPair/CreateKeyPair;
     an unknown name answers InvalidKeyPair.NotFound, as on AWS, where moto launches anyway). The
     instance's private IPv4 (DescribeInstances, its primary network interface) is the host's
@@ -93,7 +93,7 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     instance accepts connections on port 22 only from the sources its primary interface's groups allow,
     ingress rules whose protocol is -1 or tcp with a port range holding 22: ``IpRanges`` CIDRs, and each
     referenced group's members (the private IPs of the live instances with an interface in it). A packet
-    from anywhere else is dropped, so the client's connect times out, as on EC2 (tests/hosts/vm.py:
+    from anywhere else is dropped, so the client's connect times out, as on EC2 (tests/support/hosts/vm.py:
     ``VmHost.set_ssh_allow``, a BPF filter on the host's listening socket; the host's own address always
     gets in). The rules are applied when the host boots, before RunInstances answers, and again after
     every call that changes rules or members (Authorize/RevokeSecurityGroupIngress, RunInstances,
@@ -155,7 +155,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 from xml.sax.saxutils import escape
@@ -252,15 +251,15 @@ class Ec2Emulator:
 
 def start_ec2_emulator(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 60.0,
                        log_path: str | os.PathLike[str] | None = None, sim_hosts: bool = False) -> Ec2Emulator:
-    """Start ``python tests/emulators/ec2_server.py`` as a subprocess and wait until it answers.
+    """Start ``python -m metalfleet.testing.ec2`` as a subprocess and wait until it answers.
 
     ``port=0`` lets the server pick a free port and report it; ``log_path`` receives its request log.
     ``sim_hosts``: boot a simulated GPU host per instance (extension h; needs root).
     """
-    from tests import areas
+    from metalfleet.testing import usage as areas
 
     areas.note("sim host" if sim_hosts else "emulator")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--host", host, "--port", str(port), "--quiet",
+    cmd = [sys.executable, "-m", "metalfleet.testing.ec2", "--host", host, "--port", str(port), "--quiet",
            "--parent-pid", str(os.getpid())]
     if sim_hosts:
         cmd.append("--sim-hosts")
@@ -552,7 +551,6 @@ _REASONS = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error", 
 # ---------------------------------------------------------------------------------------------
 # Server side: (h) a simulated GPU host per instance.
 # ---------------------------------------------------------------------------------------------
-REPO = Path(__file__).resolve().parents[2]
 HOST_KEYS_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
 HOST_KEYS_END = "-----END SSH HOST KEY KEYS-----"
 
@@ -639,7 +637,7 @@ class SimHosts:
 
     def boot(self, instance_id: str, offering: str, public_keys: list[str], tags: dict[str, str],
              interfaces: Iterable[tuple[str | None, int]] = ()) -> Any:
-        from tests.hosts.vm import boot_vm_host
+        from metalfleet.testing.hosts.vm import boot_vm_host
 
         with self.lock:
             config: dict[str, Any] = {}
@@ -1388,8 +1386,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.sim_hosts:
         if os.geteuid() != 0:
             parser.error("--sim-hosts needs root (the simulated hosts' namespaces and mounts)")
-        sys.path.insert(0, str(REPO))
-        import tests.hosts.vm  # noqa: F401  (fail now, not at the first launch)
+        import metalfleet.testing.hosts.vm  # noqa: F401  (fail now, not at the first launch)
 
         SIM.enabled = True
     # Nothing here outlives the process, and tearing moto's tables down takes seconds: exit at once,

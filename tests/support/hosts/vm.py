@@ -29,10 +29,9 @@ A reboot (the ``reboot`` shim asks for it) kills every process of the host, empt
 runs the shims' boot inside the host and starts sshd again; the upper layer (the "disk") stays.
 :meth:`VmHost.stop` ends the host: its namespace and every mount in it go away with its processes.
 
-In process (e.g. inside the EC2 emulator, ``python tests/emulators/ec2_server.py`` with the repo
-root importable)::
+In process (e.g. inside the EC2 emulator, ``python -m metalfleet.testing.ec2``)::
 
-    from tests.hosts.vm import boot_vm_host
+    from metalfleet.testing.hosts.vm import boot_vm_host
 
     host = boot_vm_host("i-0abc", address="127.77.0.5", authorized_keys=[pub_line],
                         offering="p5.48xlarge", provider="aws")
@@ -49,7 +48,7 @@ mounts and all), so a killed emulator leaves no process or mount behind; its hos
 From a shell (prints one JSON line ``{"address", "port", "host_key", "pid", "name"}``, runs until
 SIGTERM/SIGINT)::
 
-    python -m tests.hosts.vm boot --address 127.77.0.5 --authorized-key-file key.pub --offering p5.48xlarge
+    python -m metalfleet.testing.hosts.vm boot --address 127.77.0.5 --authorized-key-file key.pub --offering p5.48xlarge
 """
 
 from __future__ import annotations
@@ -92,7 +91,7 @@ from .harness import (
     sshd_config,
 )
 
-mfshim: Any = getattr(harness, "mfshim")  # noqa: B009 - the shims' own state logic (tests/hosts/shims/mfshim.py)
+mfshim: Any = getattr(harness, "mfshim")  # noqa: B009 - the shims' own state logic (tests/support/hosts/shims/mfshim.py)
 VMINIT = Path(__file__).resolve().parent / "vminit.py"
 VM_USERS: tuple[str, ...] = ("ubuntu", "mfnode")
 
@@ -170,7 +169,7 @@ def _sshd_config(h: VmHost) -> str:
     env = {"MF_ROOT": str(h.root), "MF_FS_ROOT": "/", "MF_FIXTURES": str(h.fleet.fixtures_dir),
            "PATH": f"{h.fleet.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "LC_ALL": "C.UTF-8"}
-    return sshd_config(header=f"# sshd of simulated host {h.name} (VM mode, tests/hosts/vm.py)\n",
+    return sshd_config(header=f"# sshd of simulated host {h.name} (VM mode, tests/support/hosts/vm.py)\n",
                        listen=f"{h.address}:{h.port}", host_key="/etc/ssh/ssh_host_ed25519_key",
                        pid_file="/run/sshd.pid", authorized_keys="/etc/ssh/authorized_keys",
                        users=" ".join(h.users), permit_root="prohibit-password", env=env)
@@ -568,7 +567,7 @@ def _require_root() -> None:
 
 
 def _main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.hosts.vm", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m metalfleet.testing.hosts.vm", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("boot", help="boot one host, print its JSON, run until SIGTERM/SIGINT")
     b.add_argument("--name", default="node0")

@@ -7,15 +7,16 @@ directory that the simulated host's sshd puts first on PATH. Runs under the syst
 (standard library only, -I -S: no user site, no pyenv).
 
 Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root for the steps unless
-``$MF_FS_ROOT`` names another, e.g. ``/`` on a VM-mode host; see tests/hosts/vm.py):
+``$MF_FS_ROOT`` names another, e.g. ``/`` on a VM-mode host; see tests/support/hosts/vm.py):
   config.json   behaviour, editable by tests: fixture profile, GPU count, NVMe, faults, delays
   state.json    what a real install would leave: packages, modules, units, arrays, filesystems, mounts
   log/invocations.jsonl   one JSON line per shim call: {"t", "argv"}
   proc/mounts, proc/mdstat, proc/sys/kernel/random/boot_id   kept in step with state.json
 
-Tools print real captured output from ``$MF_FIXTURES`` (the fleet's copy of tests/fixtures) where one exists for the
-call and the call does not depend on the arguments (nvidia-smi table and -q, ibstat, npu-smi); structured calls the
-engine parses (``--query-gpu``, ``lsblk --json``, ``nvme list -o json``) are synthesised in the real format.
+Tools print real captured output from ``$MF_FIXTURES`` (the fleet's copy of metalfleet/testing/fixtures) where
+one exists for the call and the call does not depend on the arguments (nvidia-smi table and -q, ibstat,
+npu-smi); structured calls the engine parses (``--query-gpu``, ``lsblk --json``, ``nvme list -o json``) are
+synthesised in the real format.
 
 Outputs that must answer the actual arguments are generated from the host's simulated hardware
 (config.json ``gpu`` and ``fabric``: kind, ``nics``, ``nic_gbps``), never replayed:
@@ -74,6 +75,11 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # Only cheap modules at the top: every tool call starts this script (re, tarfile, uuid load lazily).
 
@@ -107,9 +113,10 @@ def _marker(fs_root: str) -> str:
     return os.path.join(var_run, "reboot-required")
 
 
-def load_config(root: str | None = None) -> dict:
+def load_config(root: str | None = None) -> dict[str, Any]:
     with open(os.path.join(root or ROOT, "config.json")) as fh:
-        return json.load(fh)
+        cfg: dict[str, Any] = json.load(fh)
+    return cfg
 
 
 class state:
@@ -120,14 +127,15 @@ class state:
         self.fs_root = fs_root or (FS or ROOT if root is None else root)
         self.path = os.path.join(self.root, "state.json")
 
-    def __enter__(self) -> dict:
+    def __enter__(self) -> dict[str, Any]:
         self.lock = open(os.path.join(self.root, "state.lock"), "a+")
         fcntl.flock(self.lock, fcntl.LOCK_EX)
         with open(self.path) as fh:
-            self.st = json.load(fh)
-        return self.st
+            st: dict[str, Any] = json.load(fh)
+        self.st = st
+        return st
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             if exc_type is None:
                 tmp = f"{self.path}.{os.getpid()}.tmp"
@@ -139,12 +147,13 @@ class state:
             self.lock.close()
 
 
-def read_state(root: str | None = None) -> dict:
+def read_state(root: str | None = None) -> dict[str, Any]:
     with open(os.path.join(root or ROOT, "state.json")) as fh:
-        return json.load(fh)
+        st: dict[str, Any] = json.load(fh)
+    return st
 
 
-def write_views(st: dict, root: str, fs_root: str | None = None) -> None:
+def write_views(st: dict[str, Any], root: str, fs_root: str | None = None) -> None:
     lines = [" ".join(m) + " 0 0" for m in st["mounts"]]
     _write(os.path.join(root, "proc", "mounts"), "".join(line + "\n" for line in lines))
     md = ["Personalities : [raid0] [linear] [multipath] [raid1] [raid6] [raid5] [raid4] [raid10] "]
@@ -171,7 +180,7 @@ def _write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def fixture(key: str, cfg: dict | None = None) -> str | None:
+def fixture(key: str, cfg: dict[str, Any] | None = None) -> str | None:
     cfg = cfg or load_config()
     rel = cfg.get("fixtures", {}).get(key)
     if not rel:
@@ -195,14 +204,15 @@ def err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def delay(cfg: dict, name: str) -> None:
+def delay(cfg: dict[str, Any], name: str) -> None:
     seconds = float(cfg.get("delays", {}).get(name, 0) or 0)
     if seconds:
         time.sleep(seconds)
 
 
-def fault(cfg: dict, name: str) -> str | None:
-    return cfg.get("fail", {}).get(name)
+def fault(cfg: dict[str, Any], name: str) -> str | None:
+    message: str | None = cfg.get("fail", {}).get(name)
+    return message
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,7 +234,7 @@ def _family(pkg: str) -> str:
     return parts[0] if len(parts) == 2 and parts[1].isdigit() else pkg
 
 
-def install(st: dict, name: str, version: str) -> None:
+def install(st: dict[str, Any], name: str, version: str) -> None:
     st["packages"][name] = version
     for unit in PACKAGE_UNITS.get(_family(name), []):
         st["units"].setdefault(unit, {"enabled": False, "active": False})
@@ -305,7 +315,7 @@ ALWAYS_AVAILABLE = {"ib_umad", "rdma_ucm", "rdma_cm", "ib_ipoib", "ib_core", "ml
                     "raid0", "xfs", "ext4", "fuse", "lustre", "nfs", "nfsv4"}
 
 
-def available_modules(st: dict) -> set[str]:
+def available_modules(st: dict[str, Any]) -> set[str]:
     mods = set(ALWAYS_AVAILABLE)
     if any(_family(p) == "nvidia-driver" for p in st["packages"]):
         mods |= {"nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem"}
@@ -406,10 +416,10 @@ def cmd_reboot(args: list[str]) -> int:
 # GPU / fabric tools
 
 
-def _driver_version(st: dict) -> str | None:
+def _driver_version(st: dict[str, Any]) -> str | None:
     for name, version in st["packages"].items():
         if _family(name) == "nvidia-driver":
-            return version.split("-")[0].split(":")[-1]
+            return str(version).split("-")[0].split(":")[-1]
     return None
 
 
@@ -478,9 +488,9 @@ def cmd_ibstat(args: list[str]) -> int:
     return 0
 
 
-def fi_info_listing(cfg: dict) -> str:
+def fi_info_listing(cfg: dict[str, Any]) -> str:
     """``fi_info -p efa`` of the host's EFA devices (config ``fabric``): an RDM and a DGRAM entry per
-    device, as libfabric 1.2x prints them (the entry format of tests/fixtures/efa/fi_info-efa-multi-rdmap-*)."""
+    device, as libfabric 1.2x prints them (the entry format of tests/support/fixtures/efa/fi_info-efa-multi-rdmap-*)."""
     fab = cfg.get("fabric") or {}
     if fab.get("kind") != "efa":
         return ""
@@ -579,7 +589,7 @@ RAMP = {"nvlink": (15.5, 7.94e6, 0.5, 16 * GIB), "efa": (66.0, 6.31e7, 0.7, 16 *
         "ib": (25.0, 2.0e7, 0.75, 2 * GIB), "socket": (120.0, 6.0e7, 0.7, 16 * GIB)}
 
 #: Collective -> (bus bandwidth factor of n ranks, has a reduction op, has a root)
-COLLECTIVES = {
+COLLECTIVES: dict[str, tuple[Callable[[int], float], bool, bool]] = {
     "all_reduce": (lambda n: 2 * (n - 1) / n, True, False),
     "all_gather": (lambda n: (n - 1) / n, False, False),
     "reduce_scatter": (lambda n: (n - 1) / n, True, False),
@@ -664,7 +674,7 @@ _NT_USAGE = ("USAGE: {prog} \n\t[-t,--nthreads <num threads>] \n\t[-g,--ngpus <g
              "send/recv buffers (default: disable)] \n\t[-h,--help]\n")
 
 
-def _world() -> dict:
+def _world() -> dict[str, Any]:
     """This process's MPI job as the ``mpirun`` shim set it up (OMPI_COMM_WORLD_SIZE, MF_MPI_NODES), or alone."""
     import socket
 
@@ -682,7 +692,8 @@ def ib_ports(text: str) -> list[tuple[str, str, str, float]]:
     import re
 
     ports: list[tuple[str, str, str, float]] = []
-    ca, fields = "", {}
+    ca = ""
+    fields: dict[str, str] = {}
     for line in [*text.splitlines(), "CA 'end'"]:
         s = line.strip()
         if (s.startswith("CA '") or re.match(r"Port \d+:", s)) and fields.get("State"):
@@ -700,8 +711,8 @@ def ib_ports(text: str) -> list[tuple[str, str, str, float]]:
     return ports
 
 
-def nccl_net(cfg: dict, st: dict, env: dict, ofi_plugin: bool,
-             ports: list[tuple[str, str, str, float]] | None = None) -> dict:
+def nccl_net(cfg: dict[str, Any], st: dict[str, Any], env: dict[str, Any], ofi_plugin: bool,
+             ports: list[tuple[str, str, str, float]] | None = None) -> dict[str, Any]:
     """The network NCCL would use on this host: {"name" (as "Using network" says), "kind" (efa/ib/socket), ...}.
 
     EFA needs the aws-ofi-nccl plugin (the EFA installer's); without it NCCL falls back to sockets, as
@@ -770,7 +781,8 @@ def _jitter(*key: object) -> float:
     return 1.0 + (_crc(*key) % 1201 - 600) / 100000.0
 
 
-def nccl_model(cfg: dict, net: dict, nodes: int, ranks: int, local_ranks: int, env: dict) -> dict:
+def nccl_model(cfg: dict[str, Any], net: dict[str, Any], nodes: int, ranks: int, local_ranks: int,
+               env: dict[str, Any]) -> dict[str, Any]:
     """Bandwidth and ramp of one run: {"busbw" (asymptotic peak), "lat" (us), "k", "p", "nvls", "regime"}."""
     gpu = cfg.get("gpu") or {}
     _pattern, links, link_gbs, nvls_hw, mem_gbs, _mem = _gpu_info(str(gpu.get("model") or ""))
@@ -817,7 +829,8 @@ def _bus(dev: int) -> int:
     return 0x18 + 0x10 * dev
 
 
-def _nccl_debug(env: dict, net: dict, hosts: list[str], places: list[tuple], model: dict) -> list[str]:
+def _nccl_debug(env: dict[str, Any], net: dict[str, Any], hosts: list[str], places: list[tuple[Any, ...]],
+                model: dict[str, Any]) -> list[str]:
     """The NCCL_DEBUG lines every rank prints while setting up (what the transports were)."""
     level = (env.get("NCCL_DEBUG") or "").upper()
     if level == "VERSION":
@@ -893,7 +906,8 @@ def _nccl_debug(env: dict, net: dict, hosts: list[str], places: list[tuple], mod
     return lines
 
 
-def nccl_test_output(test: str, args: list[str], cfg: dict, st: dict, env: dict, world: dict, *,
+def nccl_test_output(test: str, args: list[str], cfg: dict[str, Any], st: dict[str, Any], env: dict[str, Any],
+                     world: dict[str, Any], *,
                      ofi_plugin: bool = False, ports: list[tuple[str, str, str, float]] | None = None,
                      mpi: bool = True, pid: int = 4242, version: str = NCCL_TESTS_VERSION) -> tuple[str, str, int]:
     """(stdout, stderr, exit status) of ``<test> args`` on a host with config ``cfg`` and state ``st``.
@@ -957,7 +971,7 @@ def nccl_test_output(test: str, args: list[str], cfg: dict, st: dict, env: dict,
     out += ["#", "# Using devices"]
     # rank -> (rank, host, pid, CUDA device, local rank), laid out as nccl-tests does: each process
     # takes nThreads x nGpus consecutive devices from its local rank on.
-    places: list[tuple] = []
+    places: list[tuple[Any, ...]] = []
     for n, (host, procs) in enumerate(world["nodes"]):
         for lp in range(procs):
             for i in range(nthreads * ngpus):
@@ -1073,7 +1087,8 @@ def _not_enough(np_: int, app: str) -> str:
             "--------------------------------------------------------------------------")
 
 
-def mpirun_plan(args: list[str], env: dict, read_file: object = None, local_slots: int = 1) -> tuple[dict | None, str]:
+def mpirun_plan(args: list[str], env: dict[str, Any], read_file: object = None,
+                local_slots: int = 1) -> tuple[dict[str, Any] | None, str]:
     """Open MPI's reading of ``mpirun args``: ({"nodes": [(host, procs)], "np", "env", "argv", "flags"}, "")
     or (None, the error it prints). ``read_file(path)`` reads a hostfile (default: open)."""
     opts: dict[str, list[str]] = {}
@@ -1115,8 +1130,8 @@ def mpirun_plan(args: list[str], env: dict, read_file: object = None, local_slot
                     slots.append((words[0], n))
     for spec in opts.get("H", []) + opts.get("host", []):
         for item in spec.split(","):
-            host, _, n = item.partition(":")
-            slots.append((host, int(n) if n.isdigit() else 1))
+            host, _, count = item.partition(":")
+            slots.append((host, int(count) if count.isdigit() else 1))
     if not slots:
         import socket
 
@@ -1318,7 +1333,7 @@ def cmd_make(args: list[str]) -> int:
 GIB = 1 << 30
 
 
-def disks(cfg: dict) -> list[dict]:
+def disks(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     nv = cfg.get("nvme", {})
     out_ = [{"path": "/dev/nvme0n1", "model": nv.get("root_model", "Amazon Elastic Block Store"),
              "size": 200 * GIB, "root": True}]
@@ -1328,10 +1343,10 @@ def disks(cfg: dict) -> list[dict]:
     return out_
 
 
-def _mountpoint(st: dict, dev: str, label: str | None) -> str | None:
+def _mountpoint(st: dict[str, Any], dev: str, label: str | None) -> str | None:
     for src, target, *_ in st["mounts"]:
         if src == dev or (label and src == f"LABEL={label}"):
-            return target
+            return str(target)
     return None
 
 
@@ -1341,7 +1356,7 @@ def cmd_lsblk(args: list[str]) -> int:
     member_of = {m: dev for dev, a in st["md"].items() for m in a["members"]}
     arrays_done: set[str] = set()
 
-    def node(path: str, typ: str, size: int, model: str | None, children: list) -> dict:
+    def node(path: str, typ: str, size: int, model: str | None, children: list[Any]) -> dict[str, Any]:
         fs = st["fs"].get(path, {})
         return {"name": path.rsplit("/", 1)[-1], "path": path, "type": typ, "size": size,
                 "fstype": fs.get("type"), "mountpoint": _mountpoint(st, path, fs.get("label")),
@@ -1380,7 +1395,7 @@ def cmd_nvme(args: list[str]) -> int:
     return 0
 
 
-def _in_use(st: dict, dev: str) -> str | None:
+def _in_use(st: dict[str, Any], dev: str) -> str | None:
     if dev in st["fs"]:
         return f"{dev} appears to contain an existing filesystem ({st['fs'][dev]['type']})."
     for md, a in st["md"].items():
@@ -1462,7 +1477,7 @@ def fstab_entries(root: str | None = None) -> list[list[str]]:
     return [line.split() for line in lines if line.strip() and not line.startswith("#") and len(line.split()) >= 4]
 
 
-def _resolve(st: dict, source: str) -> str | None:
+def _resolve(st: dict[str, Any], source: str) -> str | None:
     if source.startswith("LABEL="):
         label = source[6:]
         return next((dev for dev, fs in st["fs"].items() if fs.get("label") == label), None)
@@ -1471,7 +1486,7 @@ def _resolve(st: dict, source: str) -> str | None:
     return source
 
 
-def do_mount(st: dict, source: str, target: str, fstype: str, opts: str) -> str | None:
+def do_mount(st: dict[str, Any], source: str, target: str, fstype: str, opts: str) -> str | None:
     if fstype not in NETWORK_FS and _resolve(st, source) is None:
         return f"mount: {target}: can't find {source}."
     if not os.path.isdir(target):

@@ -2,7 +2,7 @@
 
 ::
 
-    from tests.hosts.harness import start_hosts
+    from metalfleet.testing.hosts.harness import start_hosts
 
     with start_hosts(4, fixtures_profile="p5") as fleet:
         inventory = fleet.inventory()            # metalfleet.bootstrap Inventory, keys pinned
@@ -24,8 +24,8 @@ the host stays unreachable for ``reboot_down_seconds`` (config, default 1.5 s), 
 logic runs (new boot id, modules, units, fstab mounts), and sshd starts again with the same key.
 
 VM mode (``start_hosts(n, profile, vm=True)``, or one host on demand with
-``tests.hosts.vm.boot_vm_host``): each host is its own machine at "/" (an overlay of this machine's
-root in private namespaces), for product code that uses ``Host.fs_root = "/"``; see tests/hosts/vm.py.
+``metalfleet.testing.hosts.vm.boot_vm_host``): each host is its own machine at "/" (an overlay of this machine's
+root in private namespaces), for product code that uses ``Host.fs_root = "/"``; see tests/support/hosts/vm.py.
 """
 
 from __future__ import annotations
@@ -50,20 +50,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metalfleet.testing import usage as areas
+
+from .shims import mfshim  # the shims' own state logic, reused for boot
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-#: Real command outputs captured on GPU servers (provenance in tests/fixtures/SOURCES.md). The
+#: Real command outputs captured on GPU servers (provenance in metalfleet/testing/fixtures/SOURCES.md). The
 #: simulated hosts never read them here: each fleet gets a world-readable copy (see new_fleet), so a
 #: clone inside a private (0700) folder works.
-FIXTURES = (REPO / "tests" / "fixtures").resolve()
+FIXTURES = (HERE.parent / "fixtures").resolve()
 SHIM = HERE / "shims" / "mfshim.py"
 USER = "mfnode"
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-sys.path.insert(0, str(SHIM.parent))
-import mfshim  # noqa: E402  (the shims' own state logic, reused for boot)
-
-from tests import areas  # noqa: E402
 
 SHIM_NAMES = sorted(mfshim.HANDLERS)
 
@@ -256,7 +254,8 @@ class SimHost:
         return self.root / "config.json"
 
     def config(self) -> dict[str, Any]:
-        return json.loads(self.config_path.read_text())
+        cfg: dict[str, Any] = json.loads(self.config_path.read_text())
+        return cfg
 
     def update_config(self, **changes: Any) -> None:
         """Shallow-merge ``changes`` into config.json (dict values are merged one level deep)."""
@@ -402,7 +401,7 @@ class HostFleet:
     def ssh_options(self, **kw: Any) -> Any:
         from metalfleet.bootstrap.ssh import SshOptions
 
-        base = {"known_hosts": str(self.known_hosts), "use_agent": False, "connect_timeout": 5,
+        base: dict[str, Any] = {"known_hosts": str(self.known_hosts), "use_agent": False, "connect_timeout": 5,
                 "connect_attempts": 3, "connect_deadline": 20}
         base.update(kw)
         return SshOptions(**base)
@@ -584,7 +583,7 @@ def start_hosts(
     ``config``: extra config.json values for every host, or a function of the host index (e.g.
     ``lambda i: {"gpu": {"count": 7}} if i == 2 else {}``).
 
-    ``vm=True``: VM-mode hosts (tests/hosts/vm.py): each its own machine at "/" (overlay root,
+    ``vm=True``: VM-mode hosts (tests/support/hosts/vm.py): each its own machine at "/" (overlay root,
     private namespaces), logins ``users`` (default ubuntu, mfnode), ``Host.fs_root`` "/".
     """
     if vm:
@@ -657,7 +656,7 @@ def _start_all(fleet: HostFleet, n: int, prof: dict[str, Any], config: Any, pref
         h.wait_listening()
 
 
-if __name__ == "__main__":  # python -m tests.hosts.harness N PROFILE: start hosts and wait (a demo)
+if __name__ == "__main__":  # python -m metalfleet.testing.hosts.harness N PROFILE: start hosts and wait (a demo)
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     with start_hosts(count, sys.argv[2] if len(sys.argv) > 2 else "p5") as fl:
         for hh in fl:

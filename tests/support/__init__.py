@@ -1,0 +1,11 @@
+"""Offline stand-ins for the real parts metalfleet talks to, shipped so users can test without a cloud.
+
+* :mod:`metalfleet.testing.ec2`: the EC2 API (moto in server mode, extended where moto lacks behaviour),
+  served over HTTP on 127.0.0.1; boto3 reaches it through ``AWS_ENDPOINT_URL``.
+* :mod:`metalfleet.testing.hosts`: simulated GPU hosts - a real sshd per host on a 127.x address whose
+  system tools answer from the host's simulated hardware and real captured outputs
+  (``metalfleet/testing/fixtures``, provenance in its SOURCES.md). Needs root (sshd, namespaces).
+* :mod:`metalfleet.testing.usage`: which of these a process started (the test suite counts tests per area).
+
+Install with ``pip install 'metalfleet[testing]'``. Lives in the repository's ``tests/support/`` folder.
+"""

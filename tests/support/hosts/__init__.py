@@ -1,0 +1,1 @@
+"""Simulated GPU hosts: see :mod:`.harness` (plain sandboxes) and :mod:`.vm` (each host its own machine)."""

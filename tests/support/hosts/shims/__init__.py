@@ -1,0 +1,1 @@
+"""The multi-call tool shim of the simulated hosts (copied into each fleet's bin dir and run there)."""
