@@ -41,9 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from metalfleet.providers.catalog import CatalogOffering, load_catalog
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import Fabric, Interconnect, Node, Offering
-from metalfleet.providers.spec import ClusterSpec, load_yaml, parse_spec
+from metalfleet.providers.spec import ClusterSpec, load_yaml, parse_spec, validation_error
 from metalfleet.providers.tags import node_index
-from metalfleet.providers.textfile import shorten
 
 from .connector import Endpoint, SshOptions
 
@@ -208,14 +207,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     try:
         doc = _InventoryFile.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            path = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"  {path}: {msg} (got {shorten(err.get('input'))})")
-        first = exc.errors()[0]
-        raise InvalidSpecError(f"invalid inventory {source}:\n" + "\n".join(lines),
-                               field=".".join(str(p) for p in first["loc"]), value=first.get("input")) from None
+        raise validation_error(exc, f"invalid inventory {source}") from None
     hosts: list[Host] = []
     if isinstance(doc.hosts, dict):
         for i, (name, entry) in enumerate(doc.hosts.items()):

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.spec import validation_error
 
 from .facts import Fact, FactValues
 from .inventory import Host
@@ -167,7 +168,5 @@ def resolve_settings(step: type[Step[Any]], host: Host, overrides: Mapping[str, 
     try:
         return TypeAdapter(cls).validate_python(merged)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        path = ".".join(str(p) for p in err["loc"])
-        raise InvalidSpecError(f"bootstrap.overrides.{step.name}.{path}: {err['msg']} (got {err.get('input')!r})",
-                               field=f"bootstrap.overrides.{step.name}.{path}", value=err.get("input")) from None
+        raise validation_error(exc, f"invalid settings for bootstrap step {step.name}",
+                               prefix=f"bootstrap.overrides.{step.name}.") from None

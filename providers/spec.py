@@ -21,7 +21,7 @@ from .tags import TAG_CLUSTER, TAG_INDEX, TAG_NAME, TAG_PREFIX
 from .textfile import BadFileError, read_text_file, shorten
 from .yamlfile import parse_yaml
 
-__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "load_spec", "load_yaml", "parse_spec"]
+__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "load_spec", "load_yaml", "parse_spec", "validation_error"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -314,26 +314,38 @@ class ClusterSpec(_Strict):
         )
 
 
-def _format_errors(exc: ValidationError, source: str) -> InvalidSpecError:
+def validation_error(exc: ValidationError, heading: str, *, prefix: str = "",
+                     unknown: str = "unknown key") -> InvalidSpecError:
+    """One InvalidSpecError for a pydantic ValidationError: every problem on its own line as
+    ``path: message (got value)``, the first one's path and value as the error's field and value.
+
+    ``heading`` names what was being read (``invalid cluster spec cluster.yaml``); ``prefix`` is the dotted
+    path of the validated object inside a larger document (``bootstrap.overrides.nccl.``). Used for cluster
+    specs, inventories and step settings alike, so every such error reads the same.
+    """
     lines = []
     first_field: str | None = None
     first_value: object = None
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
         ctx = err.get("ctx") or {}
         if err["type"] == "metalfleet":  # _bad(): the location below the validator's, and its value
-            path = (".".join(str(p) for p in err["loc"]) + str(ctx["at"])).lstrip(".")
+            loc = (loc + str(ctx["at"])).lstrip(".")
             value = ctx.get("value")
+        path = f"{prefix}{loc}".rstrip(".") or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (not part of the cluster spec)"
+            msg = unknown
         shown = shorten(value) if not isinstance(value, dict) else "{...}"
         lines.append(f"  {path}: {msg} (got {shown})")
         if first_field is None:
             first_field, first_value = path, value
-    return InvalidSpecError(f"invalid cluster spec {source}:\n" + "\n".join(lines),
-                            field=first_field, value=first_value)
+    return InvalidSpecError(f"{heading}:\n" + "\n".join(lines), field=first_field, value=first_value)
+
+
+def _format_errors(exc: ValidationError, source: str) -> InvalidSpecError:
+    return validation_error(exc, f"invalid cluster spec {source}", unknown="unknown key (not part of the cluster spec)")
 
 
 def parse_spec(data: Any, source: str = "<data>") -> ClusterSpec:
