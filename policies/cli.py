@@ -7,6 +7,7 @@ line naming the file). Also the policy summary ``metalfleet validate`` and ``up/
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from datetime import date
@@ -21,9 +22,10 @@ from .report import FORMATS, render
 __all__ = ["add_cli_commands", "check_paths", "cmd_policy_check", "spec_report_for", "summary_lines"]
 
 
-def check_paths(paths: Sequence[str | Path], config: PolicyConfig = PolicyConfig(), *,
+def check_paths(paths: Sequence[str | Path], config: PolicyConfig | None = None, *,
                 tf_dir: str | Path | None = None, today: date | None = None) -> Report:
     """Load every input (kind from its content) and judge all their resources together."""
+    config = config or PolicyConfig()
     loaded: list[LoadedInput] = [load_input(p, config, tf_dir) for p in paths]
     resources = [r for li in loaded for r in li.resources]
     report = evaluate(resources, config, suppressions=[s for li in loaded for s in li.suppressions], today=today)
@@ -44,6 +46,8 @@ def summary_lines(report: Report) -> list[str]:
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
+    # A run builds many small objects and frees none until it ends: the cyclic GC would only rescan them.
+    gc.disable()
     config = load_config(args.config) if args.config else PolicyConfig()
     report = check_paths(args.paths, config, tf_dir=args.tf_dir)
     out = render(report, args.format)

@@ -56,7 +56,7 @@ class Suppression:
     reason: str | None
     expires: date | None = None
     resource: str | None = None
-    origin: Location = Location()
+    origin: Location = field(default_factory=Location)
     lines: tuple[int, int] | None = None
     bad_expiry: str | None = None
 

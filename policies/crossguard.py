@@ -49,7 +49,7 @@ def _resources(args: Any, config: PolicyConfig) -> list[Resource]:
 
 
 def _message(f: Any) -> str:
-    where = f.location.file and f.location.line and f" ({f.location.file}:{f.location.line})" or ""
+    where = (f.location.file and f.location.line and f" ({f.location.file}:{f.location.line})") or ""
     unknown = " [value unknown during preview]" if f.unknown else ""
     return f"{f.rule.id} [{f.rule.severity}]{unknown}: {f.message}{where}"
 
@@ -95,8 +95,9 @@ def stack_validator(rule_id: str, base: PolicyConfig | None = None, today: date 
             return
         for f in report.suppressed:
             s = f.suppressed_by
+            until = f", expires {s.expires.isoformat()}" if s and s.expires else ""
             report_violation(f"MF-SUP-002: {f.rule.id} suppressed on {f.resource_name}: {f.message} — reason: "
-                             f"{s.reason if s else ''}{', expires ' + s.expires.isoformat() if s and s.expires else ''}")
+                             f"{s.reason if s else ''}{until}")
         for st in report.suppressions:
             if st.status in ("expired", "unused"):
                 report_violation(f"MF-SUP-002: suppression {st.status}: {st.suppression.describe()}")

@@ -82,7 +82,8 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
             "http_tokens to optional", "Huawei Cloud BMS API reference, Updating the Metadata Configuration of a "
             "BMS (http_tokens default optional)"),
     Default("huaweicloud_compute_instance.system_disk_kms_key_id", None,
-            "system_disk_kms_key_id unset: the system disk is not encrypted", f"{_TF_HW}, huaweicloud_compute_instance"),
+            "system_disk_kms_key_id unset: the system disk is not encrypted",
+            f"{_TF_HW}, huaweicloud_compute_instance"),
     Default("huaweicloud_compute_instance.data_disks.kms_key_id", None,
             "data_disks.kms_key_id unset: the data disk is not encrypted", f"{_TF_HW}, huaweicloud_compute_instance"),
     Default("huaweicloud_compute_instance.metadata_http_tokens", "optional",

@@ -19,7 +19,7 @@ from .rules import RULES, Rule, RuleContext, ordered
 __all__ = ["Finding", "InputSummary", "Report", "SuppressionStatus", "evaluate"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     rule: Rule
     resource_name: str
@@ -89,11 +89,12 @@ def _matches(s: Suppression, rule: Rule, res: Resource, loc: Location) -> bool:
 _INDEX = re.compile(r"\[[^\]]*\]")
 
 
-def evaluate(resources: Sequence[Resource], config: PolicyConfig = PolicyConfig(), *,
+def evaluate(resources: Sequence[Resource], config: PolicyConfig | None = None, *,
              suppressions: Iterable[Suppression] = (), today: date | None = None,
              rules: Sequence[Rule] | None = None) -> Report:
     """Findings for ``resources`` under ``config``; ``suppressions`` come from the inputs (comments)."""
     today = today or date.today()
+    config = config or PolicyConfig()
     report = Report(rules=ordered(rules), resources=len(resources))
     all_sups = [*config.suppressions, *suppressions]
     usable: list[Suppression] = []

@@ -15,6 +15,7 @@ default and where it is documented, and findings about that attribute quote the 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -37,16 +38,11 @@ __all__ = [
 ]
 
 
-class Unknown:
-    """The type of :data:`UNKNOWN`. Has no truth value: compare with ``is UNKNOWN``."""
+class Unknown(enum.Enum):
+    """The type of :data:`UNKNOWN` (a one-member enum, so type checkers narrow ``x is UNKNOWN``). It has no truth
+    value: compare with ``is UNKNOWN``."""
 
-    __slots__ = ()
-    _instance: ClassVar[Unknown | None] = None
-
-    def __new__(cls) -> Unknown:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    UNKNOWN = "unknown"
 
     def __repr__(self) -> str:
         return "unknown"
@@ -54,11 +50,8 @@ class Unknown:
     def __bool__(self) -> bool:
         raise TypeError("an unknown value has no truth value; test it with `is UNKNOWN`")
 
-    def __reduce__(self) -> str:
-        return "UNKNOWN"
 
-
-UNKNOWN: Final = Unknown()
+UNKNOWN: Final = Unknown.UNKNOWN
 
 T = TypeVar("T")
 #: A value, or UNKNOWN when the input cannot tell.
@@ -127,7 +120,7 @@ class Resource:
         return f" ({text})" if text else ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ComputeNode(Resource):
     """A GPU node or group of identical nodes (a cluster spec's ``count``)."""
 
@@ -142,15 +135,15 @@ class ComputeNode(Resource):
     metadata_tokens_required: Maybe[bool] | None = None
     #: Tags (labels) on the node; None: this input does not carry the node's tags.
     tags: Maybe[Mapping[str, str]] | None = None
-    #: Placement group / deployment set; None in the value: none; the attribute None: not described.
-    placement_group: Maybe[str | None] | None = None
+    #: Placement group / deployment set; "": none; None: not described by this input.
+    placement_group: Maybe[str] | None = None
     #: Capacity reservation or block it runs in; None in the value: none.
     capacity_reservation: Maybe[str | None] | None = None
     #: Whether SSH verifies host keys (False: trust on first use or checking off); None: not described.
     ssh_host_key_verification: Maybe[bool] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Volume(Resource):
     kind: ClassVar[Kind] = "volume"
     #: root, data, launch-template (a template's device) or standalone (a volume resource of its own).
@@ -164,7 +157,7 @@ class Volume(Resource):
     attached_to: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SecurityRule(Resource):
     """One firewall rule (security group rule, an inline ingress block, or a spec's SSH CIDR)."""
 
@@ -181,7 +174,7 @@ class SecurityRule(Resource):
     ssh_port: int = 22
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Address(Resource):
     """A public (elastic) address; ``attached_to`` the compute resource it is bound to, if any."""
 
@@ -189,7 +182,7 @@ class Address(Resource):
     attached_to: Maybe[str | None] = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Storage(Resource):
     """A bucket or a (parallel) file system a cluster uses."""
 
@@ -199,7 +192,7 @@ class Storage(Resource):
     encrypted: Maybe[bool] = UNKNOWN
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BmcEndpoint(Resource):
     """A server's baseboard management controller as a pool inventory names it."""
 
@@ -215,7 +208,7 @@ class BmcEndpoint(Resource):
     verify_tls: Maybe[bool] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Reservation(Resource):
     """A capacity reservation or block, with the date it ends (None: open-ended)."""
 

@@ -6,10 +6,11 @@ finding is never silently dropped.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from xml.etree import ElementTree as ET
 
@@ -29,13 +30,16 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("metalfleet")
-    except Exception:  # noqa: BLE001  (not installed: running from a checkout)
+    except Exception:
         return "0.0.0"
 
 
 def _rel(path: str | None) -> str | None:
-    if not path:
-        return None
+    return _rel_cached(path) if path else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _rel_cached(path: str) -> str:
     try:
         rel = os.path.relpath(path)
     except ValueError:
@@ -63,7 +67,8 @@ def _summary(report: Report) -> str:
 
 
 def render_text(report: Report) -> str:
-    lines = [f"metalfleet policy check — {', '.join(f'{i.path} ({i.kind}, {i.resources} resources)' for i in report.inputs) or 'no inputs'}"]
+    inputs = ", ".join(f"{i.path} ({i.kind}, {i.resources} resources)" for i in report.inputs)
+    lines = [f"metalfleet policy check — {inputs or 'no inputs'}"]
     for f in report.findings:
         tag = "MANDATORY" if f.level == "mandatory" else "advisory "
         unknown = " [unknown]" if f.unknown else ""
@@ -164,26 +169,30 @@ def _fingerprint(f: Finding) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+def _sarif_result(f: Finding, index: Mapping[str, int]) -> dict[str, Any]:
+    res: dict[str, Any] = {"ruleId": f.rule.id, "ruleIndex": index.get(f.rule.id, 0), "level": _level(f),
+                           "message": {"text": f.message},
+                           "partialFingerprints": {"metalfleetFinding/v1": _fingerprint(f)},
+                           "properties": {"resource": f.resource_name, "resourceType": f.resource_type,
+                                          "platform": f.platform, "input": f.source, "unknown": f.unknown,
+                                          "enforcement": f.level}}
+    loc = _location(f)
+    if loc:
+        res["locations"] = [loc]
+    if f.suppressed_by is not None:
+        s = f.suppressed_by
+        in_source = bool(s.lines) or bool(s.origin.file and s.origin.file == f.location.file)
+        res["suppressions"] = [{"kind": "inSource" if in_source else "external", "status": "accepted",
+                                "justification": s.reason or "",
+                                "location": {"physicalLocation": {"artifactLocation": {
+                                    "uri": (_rel(s.origin.file) or "policy-config").replace(os.sep, "/")}}}}]
+    return res
+
+
 def render_sarif(report: Report) -> str:
+    """SARIF 2.1.0. Results are serialised one by one (json's C encoder, no indentation), so a report with tens
+    of thousands of findings is never held as one large object tree."""
     index = {r.id: i for i, r in enumerate(report.rules)}
-    results: list[dict[str, Any]] = []
-    for f in [*report.findings, *report.suppressed]:
-        res: dict[str, Any] = {"ruleId": f.rule.id, "ruleIndex": index.get(f.rule.id, 0), "level": _level(f),
-                               "message": {"text": f.message},
-                               "partialFingerprints": {"metalfleetFinding/v1": _fingerprint(f)},
-                               "properties": {"resource": f.resource_name, "resourceType": f.resource_type,
-                                              "platform": f.platform, "input": f.source, "unknown": f.unknown,
-                                              "enforcement": f.level}}
-        loc = _location(f)
-        if loc:
-            res["locations"] = [loc]
-        if f.suppressed_by is not None:
-            s = f.suppressed_by
-            res["suppressions"] = [{"kind": "inSource" if s.lines or (s.origin.file and s.origin.file == f.location.file)
-                                    else "external", "status": "accepted", "justification": s.reason or "",
-                                    "location": {"physicalLocation": {"artifactLocation": {
-                                        "uri": (_rel(s.origin.file) or "policy-config").replace(os.sep, "/")}}}}]
-        results.append(res)
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -195,12 +204,15 @@ def render_sarif(report: Report) -> str:
                                  {"level": "note", "message": {"text": f"suppression {st.status}: "
                                                                         f"{st.suppression.describe()}"}}
                                  for st in report.suppressions]}],
-            "results": results,
             "properties": {"inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources}
                                       for i in report.inputs]},
+            "results": "@RESULTS@",
         }],
     }
-    return json.dumps(doc, indent=2) + "\n"
+    head, tail = json.dumps(doc, separators=(",", ":")).split('"@RESULTS@"')
+    results = ",\n".join(json.dumps(_sarif_result(f, index), separators=(",", ":"))
+                          for f in [*report.findings, *report.suppressed])
+    return f"{head}[\n{results}\n]{tail}\n"
 
 
 # ------------------------------------------------------------------------------------------ JUnit
@@ -269,7 +281,8 @@ def render_json(report: Report) -> str:
                           "expires": st.suppression.expires.isoformat() if st.suppression.expires else None,
                           "declared_at": st.suppression.origin.describe()} for st in report.suppressions],
     }
-    return json.dumps(doc, indent=2) + "\n"
+    indent = 2 if len(report.findings) + len(report.suppressed) < 2000 else None  # large: json's C encoder
+    return json.dumps(doc, indent=indent) + "\n"
 
 
 # ------------------------------------------------------------------------------------------ GitHub
@@ -301,7 +314,8 @@ def render_github(report: Report) -> str:
         lines.append(f"::{cmd} {','.join(props)}::{_gh_data(msg)}")
     for st in report.suppressions:
         if st.status in ("expired", "unused"):
-            lines.append(f"::notice title={_gh_prop('suppression ' + st.status)}::{_gh_data(st.suppression.describe())}")
+            title = _gh_prop("suppression " + st.status)
+            lines.append(f"::notice title={title}::{_gh_data(st.suppression.describe())}")
     lines.append(f"::notice title=metalfleet policy check::{_gh_data(_summary(report))}")
     return "\n".join(lines) + "\n"
 

@@ -119,16 +119,21 @@ def _unknown(what: str, res: Resource, attribute: str) -> Violation:
                      res.where(attribute), unknown=True)
 
 
+#: Address space that is never reachable from the internet. Everything else counts as public (documentation
+#: ranges too: a rule that has to guess fails closed).
+_INTERNAL = tuple(ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "fc00::/7", "fe80::/10", "::1/128"))
+
+
 def is_public_address(text: str) -> bool | None:
-    """True for a globally routable IP address or network, False for a private one, None for a host name."""
+    """False for an internal (RFC 1918, CGNAT, ULA, loopback, link-local) address or network, True for any other
+    address, None for a host name (which cannot be judged without DNS)."""
     try:
-        net = ipaddress.ip_network(text, strict=False)
+        net = ipaddress.ip_network(text.strip(), strict=False)
     except ValueError:
         return None
-    addr = net.network_address
-    if isinstance(addr, ipaddress.IPv4Address) and addr in ipaddress.ip_network("100.64.0.0/10"):
-        return False  # carrier-grade NAT space: not reachable from the internet
-    return bool(addr.is_global) and not net.is_private
+    return not any(net.version == n.version and net.subnet_of(n) for n in _INTERNAL)  # type: ignore[arg-type]
 
 
 def _world(cidr: str) -> bool:
@@ -154,7 +159,7 @@ def _ports(r: SecurityRule) -> str:
         return "unknown ports"
     if str(r.protocol).lower() in ("all", "-1"):
         return "all protocols and ports"
-    if r.port_from == 0 and r.port_to == 65535 or r.port_from == 1 and r.port_to == 65535:
+    if (r.port_from == 0 and r.port_to == 65535) or (r.port_from == 1 and r.port_to == 65535):
         return f"all {r.protocol} ports"
     if r.port_from == r.port_to:
         return f"{r.protocol} port {r.port_from}"
@@ -185,7 +190,7 @@ def _volume_encrypted(v: Volume, ctx: RuleContext) -> Iterator[Violation]:
     if v.encrypted is UNKNOWN:
         yield _unknown("encryption", v, "encrypted")
     elif not v.encrypted:
-        yield Violation(f"{v.role} volume {v.name} is not encrypted{v.note('encrypted')}", v.where("encrypted"))
+        yield Violation(f"{v.name} is not encrypted{v.note('encrypted')}", v.where("encrypted"))
 
 
 @rule(id="MF-ENC-002", name="volume-customer-key", title="Encrypted volumes use a customer-managed key",
@@ -205,7 +210,7 @@ def _customer_key(v: Volume, ctx: RuleContext) -> Iterator[Violation]:
         yield _unknown("the encryption key", v, "kms_key")
     elif v.kms_key is None or v.provider_managed_key:
         key = "the provider-managed default key" if v.kms_key is None else f"the provider-managed key {v.kms_key}"
-        yield Violation(f"{v.role} volume {v.name} is encrypted with {key}, not a customer-managed key"
+        yield Violation(f"{v.name} is encrypted with {key}, not a customer-managed key"
                         f"{v.note('kms_key')}", v.where("kms_key"))
 
 
@@ -478,8 +483,7 @@ def _tags(r: ComputeNode | Volume, ctx: RuleContext) -> Iterator[Violation]:
     required: Mapping[str, Any] = ctx["required"]
     missing = [k for k in required if k not in r.tags]
     if missing:
-        what = f"{r.role} volume {r.name}" if isinstance(r, Volume) else r.name
-        yield Violation(f"{what} lacks required tag(s) {', '.join(missing)}{r.note('tags')}", r.where("tags"))
+        yield Violation(f"{r.name} lacks required tag(s) {', '.join(missing)}{r.note('tags')}", r.where("tags"))
     for key, allowed in required.items():
         if key in r.tags and not _tag_ok(str(r.tags[key]), allowed):
             shown = allowed if isinstance(allowed, str) else ", ".join(str(a) for a in allowed)
@@ -502,7 +506,7 @@ def _placement(n: ComputeNode, ctx: RuleContext) -> Iterator[Violation]:
         return
     if n.placement_group is UNKNOWN:
         yield _unknown("the placement group", n, "placement_group")
-    elif n.placement_group is None or n.placement_group == "":
+    elif n.placement_group == "":
         yield Violation(f"{n.name}: {n.count} nodes without a placement group or deployment set"
                         f"{n.note('placement_group')}", n.where("placement_group"))
 

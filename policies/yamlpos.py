@@ -110,19 +110,12 @@ def _content(line: str, hash_char: str = "#") -> bool:
     return bool(s) and not s.startswith(hash_char) and not s.startswith("//")
 
 
-def _scope(lines: list[str], index: int, trailing: bool, brace: bool) -> tuple[int, int]:
-    """Lines covered by a comment on ``lines[index]`` (0-based index, result 1-based)."""
-    if trailing:
-        start = index
-    else:
-        start = next((j for j in range(index + 1, len(lines)) if _content(lines[j])), index)
-    if brace:  # HCL: the block opened on `start`, to its closing brace
-        depth = 0
-        for j in range(start, len(lines)):
-            depth += lines[j].count("{") - lines[j].count("}")
-            if depth <= 0 and j > start or depth <= 0 and "{" not in lines[start]:
-                return start + 1, j + 1
-        return start + 1, len(lines)
+def _scope(lines: list[str], index: int, trailing: bool, hcl: bool) -> tuple[int, int]:
+    """Lines covered by a comment on ``lines[index]`` (0-based index, result 1-based): the YAML block below it.
+    For HCL only the next line is given; the Terraform adapter maps comments to resource blocks itself."""
+    start = index if trailing else next((j for j in range(index + 1, len(lines)) if _content(lines[j])), index)
+    if hcl:
+        return start + 1, start + 1
     base = _indent(lines[start])
     end = start
     for j in range(start + 1, len(lines)):

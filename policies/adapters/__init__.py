@@ -27,7 +27,7 @@ from .common import Assumptions
 from .inventory import inventory_resources, is_pool_inventory
 from .metalfleet import cluster_resources
 from .pulumi import resources_from_export, resources_from_preview
-from .terraform import PlanError, is_plan, plan_resources
+from .terraform import PlanError, plan_resources
 
 __all__ = ["KINDS", "LoadedInput", "assumptions", "load_input", "spec_resources"]
 
@@ -59,12 +59,11 @@ def assumptions(config: PolicyConfig) -> Assumptions:
 class _Top(msgspec.Struct):
     """The top-level keys that tell the JSON kinds apart; values are skipped, not built."""
 
-    format_version: msgspec.Raw | None = None
-    resource_changes: msgspec.Raw | None = None
-    planned_values: msgspec.Raw | None = None
-    deployment: msgspec.Raw | None = None
-    steps: msgspec.Raw | None = None
-    version: msgspec.Raw | None = None
+    format_version: msgspec.Raw = msgspec.Raw(b"")
+    resource_changes: msgspec.Raw = msgspec.Raw(b"")
+    planned_values: msgspec.Raw = msgspec.Raw(b"")
+    deployment: msgspec.Raw = msgspec.Raw(b"")
+    steps: msgspec.Raw = msgspec.Raw(b"")
 
 
 def _read_bytes(path: str) -> bytes:
@@ -108,7 +107,7 @@ def spec_resources(data: dict[str, Any], path: str, positions: Any) -> list[Reso
     return cluster_resources(dumped, where, "spec", "cluster spec")
 
 
-def load_input(path: str | Path, config: PolicyConfig = PolicyConfig(), tf_dir: str | Path | None = None) -> \
+def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str | Path | None = None) -> \
         LoadedInput:
     """Read ``path``, detect its kind and return its resource views and in-file suppressions."""
     path = str(path)
@@ -116,20 +115,20 @@ def load_input(path: str | Path, config: PolicyConfig = PolicyConfig(), tf_dir: 
         raise BadFileError(f"cannot read policy input {path}: it is a directory, not a file", path=path)
     data = _read_bytes(path)
     head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
-    assume = assumptions(config)
+    assume = assumptions(config or PolicyConfig())
     if head.startswith((b"{", b"[")):
         try:
             top = msgspec.json.decode(data, type=_Top)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise _json_error(path, data, exc) from None
         try:
-            if top.format_version is not None and (top.resource_changes is not None or top.planned_values is not None):
+            if top.format_version and (top.resource_changes or top.planned_values):
                 result = plan_resources(data, path, assume, tf_dir)
                 return LoadedInput(path, "terraform-plan", result.resources, result.suppressions)
-            if top.deployment is not None:
+            if top.deployment:
                 doc = msgspec.json.decode(data)
                 return LoadedInput(path, "pulumi-export", resources_from_export(doc, path, assume))
-            if top.steps is not None:
+            if top.steps:
                 doc = msgspec.json.decode(data)
                 return LoadedInput(path, "pulumi-preview", resources_from_preview(doc, path, assume))
         except PlanError as exc:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import UNKNOWN, Maybe
+from ..model import UNKNOWN, Maybe, Unknown
 
 __all__ = ["Assumptions", "block", "blocks", "gpu_type", "maybe_bool", "maybe_int", "maybe_str", "snake_keys",
            "tags_of"]
@@ -78,12 +78,12 @@ def blocks(d: Any, *keys: str) -> Any:
 
 def maybe_bool(v: Any) -> Maybe[bool] | None:
     """true/false (also Terraform's "true"/"false" strings in launch templates); None if absent."""
-    if v is UNKNOWN:
-        return UNKNOWN
+    if isinstance(v, Unknown):
+        return Unknown.UNKNOWN
     if v is None or v == "":
         return None
     if isinstance(v, bool):
-        return v
+        return bool(v)
     if isinstance(v, str) and v.lower() in ("true", "false"):
         return v.lower() == "true"
     if isinstance(v, int | float):
@@ -92,19 +92,19 @@ def maybe_bool(v: Any) -> Maybe[bool] | None:
 
 
 def maybe_int(v: Any) -> Maybe[int] | None:
-    if v is UNKNOWN:
-        return UNKNOWN
+    if isinstance(v, Unknown):
+        return Unknown.UNKNOWN
     if v is None or v == "":
         return None
     try:
-        return int(v)
+        return int(str(v)) if isinstance(v, str) else int(v)
     except (TypeError, ValueError):
         return UNKNOWN
 
 
 def maybe_str(v: Any) -> Maybe[str] | None:
-    if v is UNKNOWN:
-        return UNKNOWN
+    if isinstance(v, Unknown):
+        return Unknown.UNKNOWN
     if v is None or v == "":
         return None
     return str(v)

@@ -47,8 +47,12 @@ def is_pool_inventory(data: Any) -> bool:
         return False
     hosts = data["hosts"]
     entries = hosts.values() if isinstance(hosts, dict) else hosts if isinstance(hosts, list) else []
-    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    defaults = _dict(data.get("defaults"))
     return "bmc" in defaults or any(isinstance(h, dict) and "bmc" in h for h in entries)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,8 +68,9 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
         line, col = pos.get(*path, *sub)
         return Location(file, line, col, ".".join(str(p) for p in (*path, *sub)))
 
-    base = {"platform": "ipmi", "source": "inventory", "type": "pool inventory host", "location": at()}
-    bmc = host.get("bmc") if isinstance(host.get("bmc"), dict) else {}
+    base: dict[str, Any] = {"platform": "ipmi", "source": "inventory", "type": "pool inventory host",
+                            "location": at()}
+    bmc = _dict(host.get("bmc"))
     protocol = str(bmc.get("protocol")).lower() if bmc.get("protocol") else UNKNOWN
     address_raw = bmc.get("address")
     address: Any = UNKNOWN
@@ -106,11 +111,11 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
                    "cipher_suite": at("bmc", "cipher_suite") if "cipher_suite" in bmc else at("bmc"),
                    "tls": at("bmc", "address"),
                    "verify_tls": at("bmc", "verify_tls") if "verify_tls" in bmc else at("bmc")})]
-    ssh = _merge(ssh_defaults, host.get("ssh") if isinstance(host.get("ssh"), dict) else {})
+    ssh = _merge(ssh_defaults, _dict(host.get("ssh")))
     ssh_addr = ssh.get("address") or host.get("address")
     public = is_public_address(str(ssh_addr)) if ssh_addr else None
     pinned = bool(ssh.get("pin_on_first_contact"))
-    hw = host.get("hardware") if isinstance(host.get("hardware"), dict) else {}
+    hw = _dict(host.get("hardware"))
     gpus = hw.get("gpu_count")
     out.append(ComputeNode(
         **{**base, "name": name, "notes": {"public_ip": "the SSH address is a host name" if ssh_addr and public is None
@@ -118,14 +123,14 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
         instance_type=str(hw.get("gpu_model") or "") or None, gpu=True if gpus is None else bool(gpus),
         public_ip=UNKNOWN if ssh_addr and public is None else (None if not ssh_addr else public),
         ssh_host_key_verification=not pinned,
-        locations={"public_ip": at("ssh", "address") if "address" in (host.get("ssh") or {}) else at(),
+        locations={"public_ip": at("ssh", "address") if "address" in _dict(host.get("ssh")) else at(),
                    "ssh_host_key_verification": at("ssh", "pin_on_first_contact")}))
     return out
 
 
 def inventory_resources(data: dict[str, Any], file: str, pos: Positions) -> list[Resource]:
-    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
-    ssh_top = data.get("ssh") if isinstance(data.get("ssh"), dict) else {}
+    defaults = _dict(data.get("defaults"))
+    ssh_top = _dict(data.get("ssh"))
     hosts = data.get("hosts")
     entries: list[tuple[str, Any, tuple[str | int, ...]]] = []
     if isinstance(hosts, dict):

@@ -60,7 +60,8 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
     """
     provider = str(spec.get("provider") or "unknown")
     name = name or str(spec.get("name") or "cluster")
-    base = {"name": name, "platform": provider, "source": source, "type": type_name, "location": where()}
+    base: dict[str, Any] = {"name": name, "platform": provider, "source": source, "type": type_name,
+                            "location": where()}
     net = spec.get("network") or {}
     storage = spec.get("storage") or {}
     ssh = spec.get("ssh") or {}
@@ -69,11 +70,11 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
     if "node" in parts:
         placement = spec.get("placement") or {}
         strategy = placement.get("strategy") or "cluster"
-        group = (placement.get("group_name") or f"{name}-pg") if strategy == "cluster" else None
-        notes = {"public_ip": note("metalfleet.network.public_ip") if "public_ip" not in net else "",
+        group = (placement.get("group_name") or f"{name}-pg") if strategy == "cluster" else ""
+        notes: dict[str, str] = {"public_ip": note("metalfleet.network.public_ip") if "public_ip" not in net else "",
                  "metadata_tokens_required": str(facts.get("imds_note") or ""),
                  "placement_group": f"placement.strategy is {strategy}, not a cluster placement group"
-                 if group is None else ""}
+                 if not group else ""}
         out.append(ComputeNode(
             **{**base, "notes": {k: v for k, v in notes.items() if v}},
             instance_type=spec.get("offering") or "(by requirements)", gpu=True, count=int(spec.get("count") or 1),
@@ -129,9 +130,10 @@ def node_resources(provider: str, spec: Mapping[str, Any], name: str, location: 
     """A GpuNode's view: its node spec as stored (``metalfleet.providers.models.node_spec_to_dict``)."""
     facts = _facts(provider)
     tags = {k: v for k, v in (spec.get("tags") or {}).items()}
-    base = {"name": name, "platform": provider, "source": source, "type": type_name, "location": location}
+    base: dict[str, Any] = {"name": name, "platform": provider, "source": source, "type": type_name,
+                            "location": location}
     strategy = spec.get("placement_strategy") or "cluster"
-    group: Maybe[str | None] = spec.get("placement_group") if strategy == "cluster" else None
+    group: Maybe[str] = str(spec.get("placement_group") or "") if strategy == "cluster" else ""
     node = ComputeNode(**{**base, "notes": {"metadata_tokens_required": str(facts.get("imds_note") or "")}},
                        instance_type=spec.get("offering"), gpu=True, count=1,
                        public_ip=None if provider == "ipmi" else bool(spec.get("public_ip")),
@@ -153,7 +155,7 @@ def network_resources(provider: str, spec: Mapping[str, Any], name: str, locatio
     if spec.get("security_group_ids"):
         return []
     port = int(spec.get("ssh_port") or 22)
-    base = {"platform": provider, "source": source, "type": type_name, "location": location}
+    base: dict[str, Any] = {"platform": provider, "source": source, "type": type_name, "location": location}
     return [SecurityRule(**base, name=f"{name} ssh_ingress_cidrs[{i}]", protocol="tcp", port_from=port, port_to=port,
                          sources=(str(c),), ssh_port=port)
             for i, c in enumerate(spec.get("ssh_ingress_cidrs") or [])]

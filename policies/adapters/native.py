@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ..defaults import note
 from ..model import (
@@ -24,6 +24,7 @@ from ..model import (
     Reservation,
     Resource,
     SecurityRule,
+    Unknown,
     Volume,
 )
 from .common import Assumptions, block, blocks, gpu_type, maybe_bool, maybe_int, maybe_str, tags_of
@@ -68,7 +69,9 @@ Builder = Callable[[dict[str, Any], "Ctx"], list[Resource]]
 
 class Ctx:
     def __init__(self, tf_type: str, name: str, location: Location, source: str, assume: Assumptions,
-                 subnet_public: Maybe[bool] | None = None) -> None:
+                 subnet_public: Maybe[bool] | None = None, count: int = 1) -> None:
+        #: Instances from the same configuration block (Terraform count/for_each).
+        self.count = count
         self.tf_type = tf_type
         self.name = name
         self.location = location
@@ -80,6 +83,11 @@ class Ctx:
     def base(self, platform: str, name: str | None = None, **notes: str) -> dict[str, Any]:
         return {"name": name or self.name, "platform": platform, "source": self.source, "type": self.tf_type,
                 "location": self.location, "notes": {k: v for k, v in notes.items() if v}}
+
+
+def _group(value: Any) -> Maybe[str]:
+    """A placement group / deployment set name; "" for none."""
+    return UNKNOWN if value is UNKNOWN else str(value or "")
 
 
 def _kms_managed(key: Any) -> bool:
@@ -138,9 +146,9 @@ def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
             public, public_note = UNKNOWN, note("aws_instance.associate_public_ip_address")
     cr = block(block(p, "capacity_reservation_specification"), "capacity_reservation_target")
     node = ComputeNode(**c.base("aws", metadata_tokens_required=imds_note, public_ip=public_note),
-                       instance_type=itype, gpu=gpu_type("aws", itype), public_ip=public,
+                       instance_type=itype, gpu=gpu_type("aws", itype), public_ip=public, count=c.count,
                        metadata_tokens_required=imds, tags=tags_of(p, "tags_all", "tags"),
-                       placement_group=maybe_str(p.get("placement_group")),
+                       placement_group=_group(p.get("placement_group")),
                        capacity_reservation=maybe_str(cr.get("capacity_reservation_id")) if isinstance(cr, dict)
                        else (UNKNOWN if cr is UNKNOWN else None))
     out: list[Resource] = [node]
@@ -273,8 +281,8 @@ def _aws_sg_ingress_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
 
 
 def _attached(value: Any) -> Maybe[str | None]:
-    if value is UNKNOWN:
-        return UNKNOWN
+    if isinstance(value, Unknown):
+        return Unknown.UNKNOWN
     return str(value) if value else None
 
 
@@ -315,9 +323,9 @@ def _ali_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
     public_note = note("alicloud_instance.internet_max_bandwidth_out") if bw is None else ""
     imds, imds_note = _imds(p.get("http_tokens"), "alicloud_instance.http_tokens", False)
     node = ComputeNode(**c.base("alibaba", public_ip=public_note, metadata_tokens_required=imds_note),
-                       instance_type=itype, gpu=gpu_type("alibaba", itype), public_ip=public,
+                       instance_type=itype, gpu=gpu_type("alibaba", itype), public_ip=public, count=c.count,
                        metadata_tokens_required=imds, tags=tags_of(p, "tags"),
-                       placement_group=maybe_str(p.get("deployment_set_id")), capacity_reservation=None)
+                       placement_group=_group(p.get("deployment_set_id")), capacity_reservation=None)
     vol_tags = tags_of(p, "volume_tags")
     enc, why = _enc(p.get("system_disk_encrypted"), "alicloud_instance.system_disk_encrypted", False)
     out: list[Resource] = [node, Volume(**c.base("alibaba", f"{c.name} system disk", encrypted=why), role="root",
@@ -414,7 +422,7 @@ def _hw_bms(p: dict[str, Any], c: Ctx) -> list[Resource]:
     flavor = maybe_str(p.get("flavor_id"))
     node = ComputeNode(**c.base("huawei", metadata_tokens_required=note(
         "huaweicloud_bms_instance.metadata_http_tokens")), instance_type=flavor, gpu=gpu_type("huawei", flavor),
-                       public_ip=_hw_public(p), metadata_tokens_required=False, tags=tags_of(p, "tags"),
+                       public_ip=_hw_public(p), count=c.count, metadata_tokens_required=False, tags=tags_of(p, "tags"),
                        placement_group=None, capacity_reservation=None)
     why = note("huaweicloud_bms_instance.disk_encryption")
     out: list[Resource] = [node]
@@ -439,10 +447,10 @@ def _hw_kms(value: Any, key: str) -> tuple[Maybe[bool], Maybe[str | None], str]:
 def _hw_ecs(p: dict[str, Any], c: Ctx) -> list[Resource]:
     flavor = maybe_str(p.get("flavor_id") or p.get("flavor_name"))
     hints = block(p, "scheduler_hints")
-    group = maybe_str(hints.get("group")) if isinstance(hints, dict) else (UNKNOWN if hints is UNKNOWN else None)
+    group = _group(hints.get("group")) if isinstance(hints, dict) else (UNKNOWN if hints is UNKNOWN else "")
     node = ComputeNode(**c.base("huawei", metadata_tokens_required=note(
         "huaweicloud_compute_instance.metadata_http_tokens")), instance_type=flavor, gpu=gpu_type("huawei", flavor),
-                       public_ip=_hw_public(p), metadata_tokens_required=False, tags=tags_of(p, "tags"),
+                       public_ip=_hw_public(p), count=c.count, metadata_tokens_required=False, tags=tags_of(p, "tags"),
                        placement_group=group, capacity_reservation=None)
     enc, key, why = _hw_kms(p.get("system_disk_kms_key_id"), "huaweicloud_compute_instance.system_disk_kms_key_id")
     out: list[Resource] = [node, Volume(**c.base("huawei", f"{c.name} system disk", encrypted=why), role="root",
@@ -500,7 +508,7 @@ def _hw_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
     else:
         sources = ("::/0",) if str(p.get("ethertype") or "IPv4").lower() == "ipv6" else ("0.0.0.0/0",)
         notes["sources"] = note("huaweicloud_networking_secgroup_rule.remote_ip_prefix")
-    action = "deny" if str(p.get("action") or "allow").lower() == "deny" else "allow"
+    action: Literal["allow", "deny"] = "deny" if str(p.get("action") or "allow").lower() == "deny" else "allow"
     out: list[Resource] = []
     for lo_, hi_ in ranges:
         name = c.name if len(ranges) == 1 else f"{c.name} ports {lo_}-{hi_}"
@@ -551,9 +559,9 @@ def account_settings(tf_type: str, props: dict[str, Any], assume: Assumptions) -
 
 
 def native_resources(tf_type: str, props: dict[str, Any], name: str, location: Location, source: str,
-                     assume: Assumptions, subnet_public: Maybe[bool] | None = None) -> list[Resource]:
+                     assume: Assumptions, subnet_public: Maybe[bool] | None = None, count: int = 1) -> list[Resource]:
     """The neutral views of one native resource (``props`` in Terraform's attribute names)."""
     build = NATIVE.get(tf_type)
     if build is None:
         return []
-    return build(props, Ctx(tf_type, name, location, source, assume, subnet_public))
+    return build(props, Ctx(tf_type, name, location, source, assume, subnet_public, count))

@@ -82,7 +82,8 @@ def metalfleet_kind(type_name: str, props: Mapping[str, Any]) -> str | None:
 
 def _metalfleet(kind: str, props: Mapping[str, Any], name: str, loc: Location, source: str,
                 type_name: str) -> list[Resource]:
-    spec = props.get("spec") if isinstance(props.get("spec"), dict) else {}
+    raw_spec = props.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     if kind == "GpuNode":
         return node_resources(str(props.get("provider") or spec.get("provider") or "unknown"), spec, name, loc,
                               source, type_name)
@@ -132,6 +133,7 @@ def resources_from_preview(doc: Mapping[str, Any], file: str, assume: Assumption
 
 def resources_from_export(doc: Mapping[str, Any], file: str, assume: Assumptions) -> list[Resource]:
     """``pulumi stack export``: the resources in the deployment's state."""
-    deployment = doc.get("deployment") if isinstance(doc.get("deployment"), dict) else {}
+    raw = doc.get("deployment")
+    deployment: dict[str, Any] = raw if isinstance(raw, dict) else {}
     resources = [r for r in deployment.get("resources") or [] if isinstance(r, dict) and not r.get("delete")]
     return _from_states(resources, file, assume)

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from ..config import Suppression
-from ..model import UNKNOWN, ComputeNode, Location, Maybe, Resource
+from ..model import UNKNOWN, Location, Maybe, Resource
 from ..yamlpos import suppression_comments
 from .common import Assumptions, maybe_bool
 from .native import ACCOUNT_SETTINGS, NATIVE, account_settings, native_resources
@@ -114,7 +114,8 @@ def _walk_config(module: Mapping[str, Any], prefix: str, folder: str | None,
         if not isinstance(r, dict) or r.get("mode", "managed") != "managed":
             continue
         addr = f"{prefix}{r.get('address')}"
-        exprs = r.get("expressions") if isinstance(r.get("expressions"), dict) else {}
+        raw = r.get("expressions")
+        exprs: dict[str, Any] = raw if isinstance(raw, dict) else {}
         refs = {k: [f"{prefix}{x}" for x in _refs(v)] for k, v in exprs.items()}
         out[addr] = _ConfigResource(addr, refs, folder)
     for name, call in (module.get("module_calls") or {}).items():
@@ -198,6 +199,15 @@ def _tf_blocks(folder: Path) -> tuple[dict[str, _Block], list[tuple[str, Suppres
 # ------------------------------------------------------------------------------------------ the plan
 
 
+def _props(rc: _ResourceChange) -> dict[str, Any]:
+    """The planned attributes of one change, unknown values as UNKNOWN."""
+    assert rc.change is not None
+    after = _ANY.decode(rc.change.after)
+    unknown = _ANY.decode(rc.change.after_unknown)
+    props = _overlay(after, unknown) if unknown else after
+    return props if isinstance(props, dict) else {}
+
+
 @dataclass
 class PlanResult:
     resources: list[Resource]
@@ -214,23 +224,15 @@ def plan_resources(data: bytes, file: str, assume: Assumptions, tf_dir: str | Pa
     root_dir = Path(tf_dir) if tf_dir is not None else Path(file).resolve().parent
     if isinstance(plan.configuration, dict):
         _walk_config(plan.configuration.get("root_module") or {}, "", ".", config)
-    changes: list[tuple[_ResourceChange, dict[str, Any]]] = []
-    for rc in plan.resource_changes:
-        ch = rc.change
-        if rc.mode != "managed" or ch is None or ch.actions == ["delete"]:
-            continue
-        if rc.type not in NATIVE and rc.type not in ACCOUNT_SETTINGS and rc.type != "aws_subnet":
-            continue
-        after = _ANY.decode(ch.after)
-        unknown = _ANY.decode(ch.after_unknown)
-        props = _overlay(after, unknown) if unknown else after
-        changes.append((rc, props if isinstance(props, dict) else {}))
+    wanted = [rc for rc in plan.resource_changes
+              if rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]
+              and (rc.type in NATIVE or rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet")]
     subnets: dict[str, Maybe[bool]] = {}
-    for rc, props in changes:
+    for rc in wanted:  # first pass: what changes the defaults of the rest
         if rc.type in ACCOUNT_SETTINGS:
-            account_settings(rc.type, props, assume)
+            account_settings(rc.type, _props(rc), assume)
         elif rc.type == "aws_subnet":
-            v = maybe_bool(props.get("map_public_ip_on_launch"))
+            v = maybe_bool(_props(rc).get("map_public_ip_on_launch"))
             subnets[_base(rc.address)] = False if v is None else v  # default false (aws_subnet docs)
     blocks: dict[str, _Block] = {}
     sups: list[Suppression] = []
@@ -245,12 +247,13 @@ def plan_resources(data: bytes, file: str, assume: Assumptions, tf_dir: str | Pa
     for owner, s in block_sups:
         sups.append(dc_replace(s, resource=owner))
     counts: dict[str, int] = {}
-    for rc, _ in changes:
+    for rc in wanted:
         counts[_base(rc.address)] = counts.get(_base(rc.address), 0) + 1
     out: list[Resource] = []
-    for rc, props in changes:
+    for rc in wanted:  # second pass: decoded one at a time, so only the views stay in memory
         if rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet":
             continue
+        props = _props(rc)
         base = _base(rc.address)
         cfg = config.get(base)
         b = blocks.get(base)
@@ -264,11 +267,8 @@ def plan_resources(data: bytes, file: str, assume: Assumptions, tf_dir: str | Pa
             sn = _target(cfg.references.get("subnet_id", []))
             if sn is not None and _base(sn) in subnets:
                 subnet = subnets[_base(sn)]
-        views = native_resources(rc.type, props, rc.address, loc, "terraform", assume, subnet)
-        n = counts.get(base, 1)
-        if n > 1:
-            views = [dc_replace(v, count=n) if isinstance(v, ComputeNode) else v for v in views]
-        out.extend(views)
+        out.extend(native_resources(rc.type, props, rc.address, loc, "terraform", assume, subnet,
+                                    counts.get(base, 1)))
     return PlanResult(out, sups)
 
 
