@@ -253,8 +253,19 @@ def _optional_commands(sub: Any) -> None:
         mod.add_cli_commands(sub)
 
 
+def _policy_parser() -> argparse.ArgumentParser:
+    """Only ``metalfleet policy``: a pull-request check should not pay for importing the SSH and cloud layers."""
+    from metalfleet.policies.cli import add_cli_commands
+
+    p = argparse.ArgumentParser(prog="metalfleet")
+    add_cli_commands(p.add_subparsers(dest="command", required=True))
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _policy_parser() if argv[:1] == ["policy"] else build_parser()
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except InvalidSpecError as exc:
