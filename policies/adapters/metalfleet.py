@@ -33,7 +33,7 @@ def _facts(provider: str) -> Mapping[str, Any]:
 
 
 def _volume(name: str, role: str, v: Mapping[str, Any], default_key: Any, provider: str, base: dict[str, Any],
-            where: Location, tags_where: Location) -> Volume:
+            where: Location, tags_where: Location, enc_where: Location | None = None) -> Volume:
     key = v.get("kms_key_id") or default_key
     facts = _facts(provider)
     notes: dict[str, str] = {}
@@ -47,7 +47,7 @@ def _volume(name: str, role: str, v: Mapping[str, Any], default_key: Any, provid
     return Volume(**{**base, "name": name, "notes": notes}, role=role, encrypted=bool(encrypted),
                   kms_key=str(key) if key else None, provider_managed_key=str(key or "").startswith("alias/aws/"),
                   tags=UNKNOWN if facts["volume_tags"] is UNKNOWN else None, attached_to=base["name"],
-                  locations={"encrypted": where, "kms_key": where, "tags": tags_where})
+                  locations={"encrypted": enc_where or where, "kms_key": where, "tags": tags_where})
 
 
 def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_name: str,
@@ -86,10 +86,10 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
                        "placement_group": where("placement"), "metadata_tokens_required": where("provider")}))
         root = storage.get("root") or {"size_gib": 200}
         out.append(_volume(f"{name} root volume", "root", root, storage.get("kms_key_id"), provider, base,
-                           where("storage", "root"), where("tags")))
+                           where("storage", "root"), where("tags"), where("storage", "root", "encrypted")))
         for i, v in enumerate(storage.get("data") or []):
             out.append(_volume(f"{name} data volume {i}", "data", v, storage.get("kms_key_id"), provider, base,
-                               where("storage", "data", i), where("tags")))
+                               where("storage", "data", i), where("tags"), where("storage", "data", i, "encrypted")))
     if "ssh" in parts:
         pinned = bool(ssh.get("pin_on_first_contact"))
         out.append(ComputeNode(**{**base, "notes": {"ssh_host_key_verification": "ssh.pin_on_first_contact: true"}

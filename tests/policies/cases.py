@@ -23,7 +23,6 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from metalfleet.policies.config import PolicyConfig
 from metalfleet.policies.crossguard import build_policies
 
 #: Pulumi's sentinel for an input unknown during preview.
@@ -53,7 +52,7 @@ _POLICIES: dict[str, Any] = {}
 
 def policy(rule_id: str) -> Any:
     if not _POLICIES:
-        _POLICIES.update({p.name: p for p in build_policies(PolicyConfig())})
+        _POLICIES.update({p.name: p for p in build_policies()})  # as the pack does: config from the environment
     return _POLICIES[rule_id]
 
 
