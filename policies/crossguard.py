@@ -50,7 +50,7 @@ def _resources(args: Any, config: PolicyConfig) -> list[Resource]:
 
 def _message(f: Any) -> str:
     where = (f.location.file and f.location.line and f" ({f.location.file}:{f.location.line})") or ""
-    unknown = " [value unknown during preview]" if f.unknown else ""
+    unknown = " [unknown]" if f.unknown else ""
     return f"{f.rule.id} [{f.rule.severity}]{unknown}: {f.message}{where}"
 
 

@@ -62,7 +62,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def metalfleet_kind(type_name: str, props: Mapping[str, Any]) -> str | None:
+def metalfleet_kind(type_name: str, props: Mapping[str, Any], name: str = "") -> str | None:
     """GpuNode, NodeBootstrap, ClusterAcceptance or ClusterNetwork; None for anything else."""
     if type_name in METALFLEET_TYPES:
         return METALFLEET_TYPES[type_name]
@@ -72,7 +72,11 @@ def metalfleet_kind(type_name: str, props: Mapping[str, Any]) -> str | None:
     if not isinstance(spec, dict):
         return None
     if "provider" in props and "driver_config" in props:  # GpuNode and ClusterNetwork: provider/spec/driver_config
-        return "ClusterNetwork" if "resources" in props or "cluster" in props else "GpuNode"
+        # Outputs set apart the two in state; in a preview (inputs only, None values dropped) the name GpuCluster
+        # gives the network ("<cluster>-network") does.
+        if "resources" in props or "cluster" in props or name.endswith("-network"):
+            return "ClusterNetwork"
+        return "GpuNode"
     if "nodes" in props and "driver_config" in props:
         return "ClusterAcceptance"
     if "node" in props and "fingerprint" in props:
@@ -100,7 +104,7 @@ def pulumi_resources(type_name: str, props: Any, name: str, urn: str | None = No
     if not isinstance(data, dict):
         return []
     loc = Location(file, address=urn or name)
-    kind = metalfleet_kind(type_name, data)
+    kind = metalfleet_kind(type_name, data, name)
     if kind is not None:
         return _metalfleet(kind, data, name, loc, source, type_name)
     tf_type = PULUMI_TYPES.get(type_name)
