@@ -21,3 +21,20 @@ def test_every_rule_is_documented_with_its_mapping() -> None:
         assert f"### {rule.id}" in text
         assert rule.frameworks.get("iso27001"), f"{rule.id} maps to no ISO 27001 control"
         assert rule.frameworks.get("soc2"), f"{rule.id} maps to no SOC 2 criterion"
+
+
+def test_the_ci_example_runs_both_front_ends_and_its_config_loads() -> None:
+    import yaml
+
+    from metalfleet.policies.config import load_config
+
+    root = RULES_MD.parents[1]
+    workflow = (root / "examples" / "ci" / "policy-check.yml").read_text()
+    steps = yaml.safe_load(workflow)["jobs"]["policy"]["steps"]
+    uses = {s.get("uses", "").split("@")[0] for s in steps}
+    assert {"github/codeql-action/upload-sarif", "actions/github-script"} <= uses
+    assert '--policy-pack "$GITHUB_WORKSPACE/policies/pack"' in workflow
+    for fmt in ("sarif", "markdown", "github"):
+        assert f"--format {fmt}" in workflow
+    config = load_config(root / "examples" / "ci" / "policy.yaml")
+    assert config.rules["MF-ENC-002"]["enforcement"] == "advisory"
