@@ -24,6 +24,7 @@ from typing import Any
 import boto3
 import pytest
 
+from metalfleet.policies.cli import check_paths
 from metalfleet.stacks.engine import engine_env
 from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
 from tests.stacks.projects import link_test_environment
@@ -115,3 +116,11 @@ def test_the_pack_blocks_the_bad_stack(tmp_path: Path) -> None:
     out = relaxed.stdout + relaxed.stderr
     assert relaxed.returncode == 0, out
     assert re.search(r"- \[advisory\] \[severity: high\]  MF-NET-001  ", out) and "[mandatory]" not in out, out
+
+    # The same stack as `pulumi preview --json` for `metalfleet policy check`: the same findings.
+    preview = tmp_path / "preview.json"
+    preview.write_text(_pulumi(project, env, "preview", "--json").stdout)
+    report = check_paths([preview])
+    assert report.inputs[0].kind == "pulumi-preview" and report.exit_code == 1
+    for rule_id, text in planted.items():
+        assert any(f.rule.id == rule_id and text in f.message for f in report.findings), (rule_id, report.findings)

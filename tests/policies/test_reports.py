@@ -72,7 +72,7 @@ def test_json_names_every_planted_violation(inputs: list[Path]) -> None:
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)
     found = {(f["resource"], f["rule"]) for f in doc["findings"]}
-    assert PLANTED <= found, sorted(PLANTED - found)
+    assert found >= PLANTED, sorted(PLANTED - found)
     assert {i["kind"] for i in doc["inputs"]} == {"terraform-plan", "cluster-spec", "pool-inventory"}
     assert doc["result"] == "fail" and doc["summary"]["mandatory"] >= len(PLANTED)
 
