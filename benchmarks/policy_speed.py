@@ -115,10 +115,11 @@ class Run:
 
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+    with open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, env=env)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""  # until the tool exits
+        _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     rc = os.waitstatus_to_exitcode(status)
     if rc not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({rc}):\n{err[-2000:]}")
@@ -163,6 +164,9 @@ def main() -> int:
                                          "--quiet", "--compact", "--skip-download"], env)
                                 for _ in range(1 if n >= 10000 else args.repeat)])
         rows.append(row)
+        ck_row = row.get("ck")
+        print(f"done {n}: metalfleet {mf.seconds:.2f} s {mf.peak_mib:.0f} MiB"
+              + (f"; checkov {ck_row.seconds:.1f} s {ck_row.peak_mib:.0f} MiB" if ck_row else ""), flush=True)
     print(f"{'resources':>9}  {'plan':>8}  {'metalfleet':>18}  {'checkov ' + CHECKOV_VERSION:>22}  ratio")
     for r in rows:
         mf = r["mf"]
