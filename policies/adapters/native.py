@@ -29,7 +29,7 @@ from ..model import (
 )
 from .common import Assumptions, block, blocks, gpu_type, maybe_bool, maybe_int, maybe_str, tags_of
 
-__all__ = ["ACCOUNT_SETTINGS", "NATIVE", "PULUMI_TYPES", "native_resources"]
+__all__ = ["ACCOUNT_SETTINGS", "FIELDS", "NATIVE", "PULUMI_TYPES", "native_resources"]
 
 #: Pulumi type token -> Terraform resource type.
 PULUMI_TYPES: Mapping[str, str] = {
@@ -547,6 +547,51 @@ NATIVE: Mapping[str, Builder] = {
     "huaweicloud_vpc_eip": _unattached("huawei"),
     "huaweicloud_vpc_eip_associate": _hw_eip_associate,
     "huaweicloud_compute_eip_associate": _hw_eip_associate,
+}
+
+
+_AWS_RULE = ("protocol", "ip_protocol", "from_port", "to_port", "cidr_blocks", "ipv6_cidr_blocks", "cidr_ipv4",
+             "cidr_ipv6")
+_HW_PUBLIC = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
+#: The attributes each builder reads (and the Terraform adapter's reference fields): a plan's values are decoded
+#: into just these, so a 10,000-instance plan never builds its other attributes. A builder that reads an
+#: attribute must list it here (tests/policies/test_rules_native.py runs every case through a plan).
+FIELDS: Mapping[str, tuple[str, ...]] = {
+    "aws_instance": ("instance_type", "metadata_options", "associate_public_ip_address", "subnet_id",
+                     "network_interface", "capacity_reservation_specification", "tags", "tags_all",
+                     "placement_group", "root_block_device", "launch_template", "ebs_block_device", "volume_tags"),
+    "aws_launch_template": ("instance_type", "metadata_options", "network_interfaces", "tag_specifications",
+                            "block_device_mappings"),
+    "aws_ebs_volume": ("encrypted", "kms_key_id", "tags", "tags_all"),
+    "aws_security_group": ("ingress",),
+    "aws_security_group_rule": ("type", *_AWS_RULE),
+    "aws_vpc_security_group_ingress_rule": _AWS_RULE,
+    "aws_eip": ("instance", "instance_id", "network_interface"),
+    "aws_eip_association": ("instance_id", "instance", "network_interface"),
+    "aws_ec2_capacity_reservation": ("end_date_type", "end_date"),
+    "aws_ebs_encryption_by_default": ("enabled",),
+    "aws_ec2_instance_metadata_defaults": ("http_tokens",),
+    "aws_subnet": ("map_public_ip_on_launch",),
+    "alicloud_instance": ("instance_type", "internet_max_bandwidth_out", "http_tokens", "tags", "deployment_set_id",
+                          "volume_tags", "system_disk_encrypted", "system_disk_kms_key_id", "data_disks"),
+    "alicloud_ecs_launch_template": ("instance_type", "http_tokens", "internet_max_bandwidth_out", "system_disk",
+                                     "data_disks"),
+    "alicloud_ecs_disk": ("encrypted", "kms_key_id", "tags"),
+    "alicloud_disk": ("encrypted", "kms_key_id", "tags"),
+    "alicloud_security_group_rule": ("type", "ip_protocol", "port_range", "cidr_ip", "ipv6_cidr_ip", "policy"),
+    "alicloud_eip_association": ("instance_id", "instance"),
+    "alicloud_eip_address": ("instance_id", "instance"),
+    "alicloud_eip": ("instance_id", "instance"),
+    "huaweicloud_bms_instance": ("flavor_id", *_HW_PUBLIC, "tags", "system_disk_type", "data_disks"),
+    "huaweicloud_compute_instance": ("flavor_id", "flavor_name", "scheduler_hints", *_HW_PUBLIC, "tags",
+                                     "system_disk_kms_key_id", "data_disks"),
+    "huaweicloud_evs_volume": ("kms_id", "tags"),
+    "huaweicloud_networking_secgroup_rule": ("direction", "protocol", "ports", "port_range_min", "port_range_max",
+                                             "remote_ip_prefix", "remote_group_id", "remote_address_group_id",
+                                             "ethertype", "action"),
+    "huaweicloud_vpc_eip": ("instance_id", "instance"),
+    "huaweicloud_vpc_eip_associate": ("instance_id", "port_id", "fixed_ip"),
+    "huaweicloud_compute_eip_associate": ("instance_id", "port_id", "fixed_ip"),
 }
 
 

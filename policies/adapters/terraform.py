@@ -26,7 +26,7 @@ from ..config import Suppression
 from ..model import UNKNOWN, Location, Maybe, Resource
 from ..yamlpos import suppression_comments
 from .common import Assumptions, maybe_bool
-from .native import ACCOUNT_SETTINGS, NATIVE, account_settings, native_resources
+from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
 __all__ = ["PlanError", "is_plan", "plan_resources"]
 
@@ -58,7 +58,6 @@ class _Plan(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Plan)
-_ANY = msgspec.json.Decoder()
 
 
 def is_plan(doc: Mapping[str, Any]) -> bool:
@@ -199,13 +198,36 @@ def _tf_blocks(folder: Path) -> tuple[dict[str, _Block], list[tuple[str, Suppres
 # ------------------------------------------------------------------------------------------ the plan
 
 
+_DECODERS: dict[str, tuple[msgspec.json.Decoder[Any], tuple[str, ...]]] = {}
+
+
+def _decoder(tf_type: str) -> tuple[msgspec.json.Decoder[Any], tuple[str, ...]]:
+    """A decoder that builds only the attributes the type's builder reads (:data:`.native.FIELDS`)."""
+    found = _DECODERS.get(tf_type)
+    if found is None:
+        names = FIELDS[tf_type]
+        struct = msgspec.defstruct(f"Plan_{tf_type}", [(n, Any, msgspec.UNSET) for n in names])
+        found = _DECODERS[tf_type] = (msgspec.json.Decoder(struct), names)
+    return found
+
+
+def _decode(raw: msgspec.Raw, tf_type: str) -> dict[str, Any]:
+    decoder, names = _decoder(tf_type)
+    first = bytes(memoryview(raw)[:1])
+    if first == b"t":  # after_unknown: true, the whole object known only after apply
+        return dict.fromkeys(names, True)
+    if first != b"{":
+        return {}
+    obj = decoder.decode(raw)
+    return {n: v for n in names if (v := getattr(obj, n)) is not msgspec.UNSET}
+
+
 def _props(rc: _ResourceChange) -> dict[str, Any]:
-    """The planned attributes of one change, unknown values as UNKNOWN."""
+    """The planned attributes of one change that its builder reads, unknown values as UNKNOWN."""
     assert rc.change is not None
-    after = _ANY.decode(rc.change.after)
-    unknown = _ANY.decode(rc.change.after_unknown)
-    props = _overlay(after, unknown) if unknown else after
-    return props if isinstance(props, dict) else {}
+    after = _decode(rc.change.after, rc.type)
+    unknown = _decode(rc.change.after_unknown, rc.type)
+    return _overlay(after, unknown) if unknown else after
 
 
 @dataclass
