@@ -17,7 +17,7 @@ from typing import Any
 from .adapters import LoadedInput, load_input
 from .config import PolicyConfig, load_config
 from .engine import InputSummary, Report, evaluate
-from .report import FORMATS, render
+from .report import FORMATS, render, summary
 
 __all__ = ["add_cli_commands", "check_paths", "cmd_policy_check", "spec_report_for", "summary_lines"]
 
@@ -53,7 +53,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     out = render(report, args.format)
     if args.output:
         Path(args.output).write_text(out, encoding="utf-8")
-        print(render(report, "text").splitlines()[-1], file=sys.stderr)
+        print(summary(report), file=sys.stderr)
     else:
         sys.stdout.write(out)
     return report.exit_code

@@ -17,7 +17,7 @@ from xml.etree import ElementTree as ET
 from .engine import Finding, Report
 from .rules import FRAMEWORKS, SEVERITY_SCORE, Rule
 
-__all__ = ["FORMATS", "MARKER", "render"]
+__all__ = ["FORMATS", "MARKER", "render", "summary"]
 
 TOOL = "metalfleet-policy"
 INFO_URI = "https://github.com/metalfleet/metalfleet/blob/main/policies/RULES.md"
@@ -53,6 +53,11 @@ def _where(f: Finding) -> str:
     if path and loc.line:
         path += f":{loc.line}" + (f":{loc.column}" if loc.column else "")
     return path or (loc.address or "")
+
+
+def summary(report: Report) -> str:
+    """One line: PASS/FAIL with the counts."""
+    return _summary(report)
 
 
 def _summary(report: Report) -> str:
