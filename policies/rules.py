@@ -456,10 +456,16 @@ def _imds(n: ComputeNode, ctx: RuleContext) -> Iterator[Violation]:
 _DEFAULT_TAGS = {"owner": ".+", "cost-center": ".+"}
 
 
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
 def _tag_ok(value: str, allowed: Any) -> bool:
     if isinstance(allowed, list | tuple):
         return value in [str(a) for a in allowed]
-    return re.fullmatch(str(allowed), value) is not None
+    pattern = _PATTERNS.get(allowed)
+    if pattern is None:
+        pattern = _PATTERNS[allowed] = re.compile(str(allowed))
+    return pattern.fullmatch(value) is not None
 
 
 @rule(id="MF-TAG-001", name="required-tags", title="Compliance tags are set on nodes and their volumes",

@@ -120,9 +120,9 @@ def tags_of(d: Any, *keys: str) -> Maybe[Mapping[str, str]]:
             if v is None:
                 continue
             if isinstance(v, dict):
-                if any(x is UNKNOWN for x in v.values()):
-                    return {k: ("" if x is UNKNOWN else str(x)) for k, x in v.items()}
-                return {str(k): str(x) for k, x in v.items()}
+                if all(type(x) is str for x in v.values()):
+                    return v  # the usual case: already a map of strings
+                return {str(k): ("" if x is UNKNOWN else str(x)) for k, x in v.items()}
             if isinstance(v, list):  # [{key:, value:}] forms
                 return {str(i.get("key")): str(i.get("value")) for i in v if isinstance(i, dict)}
     return {}

@@ -68,6 +68,8 @@ def _overlay(after: Any, unknown: Any) -> Any:
     """``after`` with every value ``after_unknown`` marks replaced by UNKNOWN."""
     if unknown is True:
         return UNKNOWN
+    if not unknown:  # {} / [] / false: nothing unknown below
+        return after
     if isinstance(unknown, dict):
         out = dict(after) if isinstance(after, dict) else {}
         for k, u in unknown.items():
