@@ -81,11 +81,26 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_report(args: argparse.Namespace) -> Any:
+    """The policy findings for the spec a command reads (metalfleet.policies); None with --no-policy."""
+    if getattr(args, "no_policy", False):
+        return None
+    from metalfleet.policies.cli import spec_report_for
+
+    return spec_report_for(args.spec, getattr(args, "policy_config", None))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    print(f"{args.spec}: ok — {spec.count} x {spec.offering or 'offering by requirements'} on {spec.provider} "
-          f"{spec.region}")
-    return 0
+    print(f"{args.spec}: valid spec — {spec.count} x {spec.offering or 'offering by requirements'} on "
+          f"{spec.provider} {spec.region}")
+    report = _policy_report(args)
+    if report is None:
+        return 0
+    from metalfleet.policies.cli import summary_lines
+
+    print("\n".join(f"policy: {line}" for line in summary_lines(report)))
+    return int(report.exit_code)
 
 
 def _driver_for(spec: ClusterSpec, args: argparse.Namespace) -> Any:
@@ -117,6 +132,11 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_stack(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)  # before importing the Pulumi SDK: bad input is answered at once
+    report = _policy_report(args) if args.command in ("up", "preview") else None
+    if report is not None:  # shown, not enforced here: `--policy-pack policies/pack` enforces in the engine
+        from metalfleet.policies.cli import summary_lines
+
+        print("\n".join(f"policy: {line}" for line in summary_lines(report)), file=sys.stderr)
     from metalfleet.stacks import automation
 
     options = automation.StackOptions(backend_url=args.backend, stack=args.stack,
@@ -162,8 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true")
     o.set_defaults(func=cmd_offerings)
 
-    v = sub.add_parser("validate", help="validate a cluster spec offline")
+    v = sub.add_parser("validate", help="validate a cluster spec offline and check it against the policies "
+                                        "(exit 1 on mandatory policy violations)")
     v.add_argument("spec")
+    _policy_flags(v)
     v.set_defaults(func=cmd_validate)
 
     for name, fn, text in (("order", cmd_order, "order a cluster's nodes directly (no Pulumi)"),
@@ -182,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--stack", help="stack name (default: the cluster name)")
         s.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE")
         s.add_argument("--json", action="store_true", help="print outputs and change summary as JSON")
+        if name in ("up", "preview"):
+            _policy_flags(s)
         s.set_defaults(func=cmd_stack)
 
     b = sub.add_parser("bootstrap", help="make hosts training-ready over SSH (driver, fabric, NCCL, storage)")
@@ -201,11 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _policy_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy-config", metavar="policy.yaml", help="policy settings and suppressions")
+    p.add_argument("--no-policy", action="store_true", help="skip the policy check of the spec")
+
+
 def _optional_commands(sub: Any) -> None:
     """Commands owned by other layers register themselves here."""
     import importlib
 
-    for module in ("metalfleet.bootstrap.acceptance.cli",):
+    for module in ("metalfleet.bootstrap.acceptance.cli", "metalfleet.policies.cli"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -215,8 +244,19 @@ def _optional_commands(sub: Any) -> None:
         mod.add_cli_commands(sub)
 
 
+def _policy_parser() -> argparse.ArgumentParser:
+    """Only ``metalfleet policy``: a pull-request check should not pay for importing the SSH and cloud layers."""
+    from metalfleet.policies.cli import add_cli_commands
+
+    p = argparse.ArgumentParser(prog="metalfleet")
+    add_cli_commands(p.add_subparsers(dest="command", required=True))
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _policy_parser() if argv[:1] == ["policy"] else build_parser()
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except (InvalidSpecError, PrerequisiteError) as exc:  # fix the input, or install what is missing

@@ -35,7 +35,8 @@ def declare() -> GpuCluster:
         "ssh": {"user": cfg.get("sshUser") or "ubuntu", "key_pair": cfg.get("keyPair"),
                 "known_hosts": cfg.get("knownHosts")},
         "storage": {"kms_key_id": cfg.get("kmsKeyId"), "root": {"size_gib": 500}},
-        "tags": {"team": "ml-infra", "cost-center": "research"},
+        # owner and cost-center: required by metalfleet's policies (policies/RULES.md, MF-TAG-001)
+        "tags": {"owner": cfg.get("owner") or "ml-infra@example.com", "team": "ml-infra", "cost-center": "research"},
     })
     secret_spec = {}
     private_key = cfg.get_secret("privateKey")  # a secret Output (None when unset: the SSH agent is used)

@@ -1,0 +1,151 @@
+"""Inputs to resource views: the kind of each file is detected from its content, never its name.
+
+- JSON with ``format_version`` and ``resource_changes``/``planned_values``: a Terraform plan;
+- JSON with ``deployment``: ``pulumi stack export``; JSON with ``steps``: ``pulumi preview --json``;
+- YAML with ``provider:``: a metalfleet cluster spec; YAML with ``hosts:`` whose hosts have ``bmc:``: an
+  IPMI/Redfish pool inventory.
+
+Anything else, or a file that cannot be read, is a :class:`~metalfleet.providers.textfile.BadFileError`
+naming the file (the CLI exits 2 with that one line).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from metalfleet.providers.textfile import BadFileError, read_text_file
+
+from ..config import PolicyConfig, Suppression
+from ..model import Location, Resource
+from ..yamlpos import load_with_positions, suppression_comments
+from .common import Assumptions
+from .inventory import inventory_resources, is_pool_inventory
+from .metalfleet import cluster_resources
+from .pulumi import resources_from_export, resources_from_preview
+from .terraform import PlanError, plan_resources
+
+__all__ = ["KINDS", "LoadedInput", "assumptions", "load_input", "spec_resources"]
+
+#: Large enough for a 10,000-instance Terraform plan (about 5 KB per instance).
+MAX_INPUT_BYTES = 512 * 1024 * 1024
+
+KINDS = {
+    "terraform-plan": "Terraform plan JSON (terraform show -json)",
+    "pulumi-preview": "pulumi preview --json",
+    "pulumi-export": "pulumi stack export",
+    "cluster-spec": "metalfleet cluster spec",
+    "pool-inventory": "IPMI/Redfish pool inventory",
+}
+
+
+@dataclass
+class LoadedInput:
+    path: str
+    kind: str
+    resources: list[Resource]
+    suppressions: list[Suppression] = field(default_factory=list)
+
+
+def assumptions(config: PolicyConfig) -> Assumptions:
+    return Assumptions(ebs_encryption_by_default=config.ebs_encryption_by_default,
+                       imds_tokens_required_by_default=config.imds_tokens_required_by_default)
+
+
+class _Top(msgspec.Struct):
+    """The top-level keys that tell the JSON kinds apart; values are skipped, not built."""
+
+    format_version: msgspec.Raw = msgspec.Raw(b"")
+    resource_changes: msgspec.Raw = msgspec.Raw(b"")
+    planned_values: msgspec.Raw = msgspec.Raw(b"")
+    deployment: msgspec.Raw = msgspec.Raw(b"")
+    steps: msgspec.Raw = msgspec.Raw(b"")
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_INPUT_BYTES:
+                raise BadFileError(f"policy input {path} is too large ({size} bytes; the limit is {MAX_INPUT_BYTES})",
+                                   path=path)
+            return fh.read(MAX_INPUT_BYTES + 1)
+    except OSError:
+        read_text_file(path, "policy input")  # the same one-line message every command gives
+        raise
+
+
+def _json_error(path: str, data: bytes, exc: Exception) -> BadFileError:
+    text = " ".join(str(exc).split())
+    if b"\x00" in data[:65536]:
+        nul = data.find(b"\x00")
+        return BadFileError(f"policy input {path} is binary, not text: NUL byte at byte offset {nul}", path=path,
+                            offset=nul)
+    return BadFileError(f"policy input {path} is not valid JSON: {text}", path=path)
+
+
+def _comment_suppressions(text: str, path: str) -> list[Suppression]:
+    return [Suppression(c.rule, c.reason, c.expires, None, Location(path, c.line, c.column), (c.first, c.last),
+                        c.expires_text if c.expires is None else None) for c in suppression_comments(text)]
+
+
+def spec_resources(data: dict[str, Any], path: str, positions: Any) -> list[Resource]:
+    """A cluster spec, validated as ``metalfleet validate`` does, as resource views located in ``path``."""
+    from metalfleet.providers.spec import parse_spec
+
+    spec = parse_spec(data, path)
+    dumped = spec.model_dump(mode="json")
+
+    def where(*p: str | int) -> Location:
+        line, col = positions.get(*p) if positions is not None else (None, None)
+        return Location(path, line, col, ".".join(str(x) for x in p) or None)
+
+    return cluster_resources(dumped, where, "spec", "cluster spec")
+
+
+def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str | Path | None = None) -> \
+        LoadedInput:
+    """Read ``path``, detect its kind and return its resource views and in-file suppressions."""
+    path = str(path)
+    if os.path.isdir(path):
+        raise BadFileError(f"cannot read policy input {path}: it is a directory, not a file", path=path)
+    data = _read_bytes(path)
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    assume = assumptions(config or PolicyConfig())
+    if head.startswith((b"{", b"[")):
+        try:
+            top = msgspec.json.decode(data, type=_Top)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _json_error(path, data, exc) from None
+        try:
+            if top.format_version and (top.resource_changes or top.planned_values):
+                result = plan_resources(data, path, assume, tf_dir)
+                return LoadedInput(path, "terraform-plan", result.resources, result.suppressions)
+            if top.deployment:
+                doc = msgspec.json.decode(data)
+                return LoadedInput(path, "pulumi-export", resources_from_export(doc, path, assume))
+            if top.steps:
+                doc = msgspec.json.decode(data)
+                return LoadedInput(path, "pulumi-preview", resources_from_preview(doc, path, assume))
+        except PlanError as exc:
+            raise BadFileError(f"policy input {path}: {exc}", path=path) from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _json_error(path, data, exc) from None
+        raise BadFileError(f"policy input {path} is JSON but none of: {', '.join(list(KINDS.values())[:3])}",
+                           path=path)
+    text = read_text_file(path, "policy input")
+    doc, positions = load_with_positions(text, path, "policy input")
+    if isinstance(doc, dict) and "provider" in doc:
+        return LoadedInput(path, "cluster-spec", spec_resources(doc, path, positions),
+                           _comment_suppressions(text, path))
+    if is_pool_inventory(doc):
+        return LoadedInput(path, "pool-inventory", inventory_resources(doc, path, positions),
+                           _comment_suppressions(text, path))
+    shape = "a mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
+    raise BadFileError(f"policy input {path} is YAML ({shape}) but neither a cluster spec (provider:) nor a pool "
+                       "inventory (hosts: with bmc:); policy check reads " + ", ".join(KINDS.values()), path=path)
+

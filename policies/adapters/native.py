@@ -1,0 +1,612 @@
+"""Native cloud resources of the aws, alicloud and huaweicloud providers, from Terraform or Pulumi.
+
+Pulumi's bridged providers are these same Terraform providers, so one reader serves both: Pulumi's
+camelCase inputs are turned into the Terraform names first (:func:`~.common.snake_keys`), Pulumi's type
+tokens map to the Terraform type names (:data:`PULUMI_TYPES`), and a Terraform block (a list of one object)
+reads the same as Pulumi's object. Absent attributes take the provider default from
+:mod:`metalfleet.policies.defaults`, and the resource carries that note.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import date, datetime
+from typing import Any, Literal
+
+from ..defaults import note
+from ..model import (
+    UNKNOWN,
+    Address,
+    ComputeNode,
+    Location,
+    Maybe,
+    Reservation,
+    Resource,
+    SecurityRule,
+    Unknown,
+    Volume,
+)
+from .common import Assumptions, block, blocks, gpu_type, maybe_bool, maybe_int, maybe_str, tags_of
+
+__all__ = ["ACCOUNT_SETTINGS", "FIELDS", "NATIVE", "PULUMI_TYPES", "native_resources"]
+
+#: Pulumi type token -> Terraform resource type.
+PULUMI_TYPES: Mapping[str, str] = {
+    "aws:ec2/instance:Instance": "aws_instance",
+    "aws:ec2/launchTemplate:LaunchTemplate": "aws_launch_template",
+    "aws:ec2/securityGroup:SecurityGroup": "aws_security_group",
+    "aws:ec2/securityGroupRule:SecurityGroupRule": "aws_security_group_rule",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "aws_vpc_security_group_ingress_rule",
+    "aws:ebs/volume:Volume": "aws_ebs_volume",
+    "aws:ec2/eip:Eip": "aws_eip",
+    "aws:ec2/eipAssociation:EipAssociation": "aws_eip_association",
+    "aws:ebs/encryptionByDefault:EncryptionByDefault": "aws_ebs_encryption_by_default",
+    "aws:ec2/instanceMetadataDefaults:InstanceMetadataDefaults": "aws_ec2_instance_metadata_defaults",
+    "aws:ec2/capacityReservation:CapacityReservation": "aws_ec2_capacity_reservation",
+    "alicloud:ecs/instance:Instance": "alicloud_instance",
+    "alicloud:ecs/securityGroupRule:SecurityGroupRule": "alicloud_security_group_rule",
+    "alicloud:ecs/ecsDisk:EcsDisk": "alicloud_ecs_disk",
+    "alicloud:ecs/disk:Disk": "alicloud_disk",
+    "alicloud:ecs/eipAddress:EipAddress": "alicloud_eip_address",
+    "alicloud:ecs/eip:Eip": "alicloud_eip",
+    "alicloud:ecs/eipAssociation:EipAssociation": "alicloud_eip_association",
+    "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate": "alicloud_ecs_launch_template",
+    "huaweicloud:Bms/instance:Instance": "huaweicloud_bms_instance",
+    "huaweicloud:Ecs/instance:Instance": "huaweicloud_compute_instance",
+    "huaweicloud:Vpc/secgroupRule:SecgroupRule": "huaweicloud_networking_secgroup_rule",
+    "huaweicloud:Vpc/eip:Eip": "huaweicloud_vpc_eip",
+    "huaweicloud:Vpc/eipAssociate:EipAssociate": "huaweicloud_vpc_eip_associate",
+    "huaweicloud:Ecs/eipAssociate:EipAssociate": "huaweicloud_compute_eip_associate",
+    "huaweicloud:Evs/volume:Volume": "huaweicloud_evs_volume",
+}
+
+#: Resources that change account defaults rather than describe a node (read in a first pass).
+ACCOUNT_SETTINGS = ("aws_ebs_encryption_by_default", "aws_ec2_instance_metadata_defaults")
+
+Builder = Callable[[dict[str, Any], "Ctx"], list[Resource]]
+
+
+class Ctx:
+    def __init__(self, tf_type: str, name: str, location: Location, source: str, assume: Assumptions,
+                 subnet_public: Maybe[bool] | None = None, count: int = 1) -> None:
+        #: Instances from the same configuration block (Terraform count/for_each).
+        self.count = count
+        self.tf_type = tf_type
+        self.name = name
+        self.location = location
+        self.source = source
+        self.assume = assume
+        #: Terraform: the referenced subnet's map_public_ip_on_launch, when the plan has it.
+        self.subnet_public = subnet_public
+
+    def base(self, platform: str, name: str | None = None, **notes: str) -> dict[str, Any]:
+        return {"name": name or self.name, "platform": platform, "source": self.source, "type": self.tf_type,
+                "location": self.location, "notes": {k: v for k, v in notes.items() if v}}
+
+
+def _group(value: Any) -> Maybe[str]:
+    """A placement group / deployment set name; "" for none."""
+    return UNKNOWN if value is UNKNOWN else str(value or "")
+
+
+def _kms_managed(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("alias/aws/")
+
+
+def _enc(value: Any, default_key: str, assume_on: bool) -> tuple[Maybe[bool], str]:
+    """Encryption from an attribute, its documented default when absent, or the account default."""
+    v = maybe_bool(value)
+    if v is None:
+        if assume_on:
+            return True, "absent: encrypted by the account's EBS encryption by default (policy config / plan)"
+        return False, note(default_key)
+    if v is False and assume_on:
+        return True, "encrypted: false is overridden by the account's EBS encryption by default"
+    return v, ""
+
+
+def _imds(tokens: Any, default_key: str, assume_required: bool) -> tuple[Maybe[bool], str]:
+    t = tokens
+    if t is UNKNOWN or t is None or t == "":
+        if assume_required:
+            return True, "absent: the account's instance metadata defaults require tokens"
+        why = note(default_key)
+        return False, why if t is not UNKNOWN else "unknown at plan time; " + why
+    return str(t).lower() == "required", ""
+
+
+# ------------------------------------------------------------------------------------------ AWS
+
+
+def _aws_volume_tags(p: dict[str, Any], dev: Any) -> Maybe[Mapping[str, str]]:
+    own = tags_of(dev, "tags_all", "tags") if isinstance(dev, dict) else {}
+    shared = tags_of(p, "volume_tags")
+    if own is UNKNOWN or shared is UNKNOWN:
+        return UNKNOWN
+    return {**shared, **own}
+
+
+def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    itype = maybe_str(p.get("instance_type"))
+    tokens = block(p, "metadata_options")
+    imds, imds_note = _imds(tokens.get("http_tokens") if isinstance(tokens, dict) else tokens,
+                            "aws_instance.metadata_options.http_tokens", c.assume.imds_tokens_required_by_default)
+    public = maybe_bool(p.get("associate_public_ip_address"))
+    public_note = ""
+    if public is None or public is UNKNOWN:
+        if c.subnet_public is not None:
+            public, public_note = c.subnet_public, "associate_public_ip_address unset: the subnet's " \
+                "map_public_ip_on_launch is " + ("unknown" if c.subnet_public is UNKNOWN else
+                                                  str(c.subnet_public).lower())
+        elif p.get("subnet_id") is None and not blocks(p, "network_interface", "network_interfaces"):
+            public, public_note = True, "no subnet_id: the default VPC's default subnet assigns a public IPv4 " \
+                "address [Amazon VPC User Guide, default subnets]"
+        else:
+            public, public_note = UNKNOWN, note("aws_instance.associate_public_ip_address")
+    cr = block(block(p, "capacity_reservation_specification"), "capacity_reservation_target")
+    node = ComputeNode(**c.base("aws", metadata_tokens_required=imds_note, public_ip=public_note),
+                       instance_type=itype, gpu=gpu_type("aws", itype), public_ip=public, count=c.count,
+                       metadata_tokens_required=imds, tags=tags_of(p, "tags_all", "tags"),
+                       placement_group=_group(p.get("placement_group")),
+                       capacity_reservation=maybe_str(cr.get("capacity_reservation_id")) if isinstance(cr, dict)
+                       else (UNKNOWN if cr is UNKNOWN else None))
+    out: list[Resource] = [node]
+    root = block(p, "root_block_device")
+    from_template = block(p, "launch_template") not in (None, UNKNOWN) and root is None
+    if not from_template:
+        enc, why = _enc(root.get("encrypted") if isinstance(root, dict) else None,
+                        "aws_instance.root_block_device.encrypted", c.assume.ebs_encryption_by_default)
+        if root is UNKNOWN:
+            enc, why = UNKNOWN, "root_block_device unknown at plan time"
+        key = root.get("kms_key_id") if isinstance(root, dict) else None
+        out.append(Volume(**c.base("aws", f"{c.name} root volume", encrypted=why), role="root", encrypted=enc,
+                          kms_key=maybe_str(key), provider_managed_key=_kms_managed(key),
+                          tags=_aws_volume_tags(p, root), attached_to=c.name))
+    devices = blocks(p, "ebs_block_device", "ebs_block_devices")
+    if devices is UNKNOWN:
+        devices = []
+    for i, dev in enumerate(devices):
+        if not isinstance(dev, dict):
+            continue
+        enc, why = _enc(dev.get("encrypted"), "aws_instance.ebs_block_device.encrypted",
+                        c.assume.ebs_encryption_by_default)
+        label = dev.get("device_name") or i
+        out.append(Volume(**c.base("aws", f"{c.name} volume {label}", encrypted=why), role="data", encrypted=enc,
+                          kms_key=maybe_str(dev.get("kms_key_id")), provider_managed_key=_kms_managed(
+                              dev.get("kms_key_id")), tags=_aws_volume_tags(p, dev), attached_to=c.name))
+    return out
+
+
+def _aws_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    itype = maybe_str(p.get("instance_type"))
+    tokens = block(p, "metadata_options")
+    imds, imds_note = _imds(tokens.get("http_tokens") if isinstance(tokens, dict) else tokens,
+                            "aws_launch_template.metadata_options.http_tokens",
+                            c.assume.imds_tokens_required_by_default)
+    public: Maybe[bool] | None = None
+    for nic in blocks(p, "network_interfaces") or []:
+        v = maybe_bool(nic.get("associate_public_ip_address")) if isinstance(nic, dict) else None
+        if v is not None:
+            public = v if public in (None, False) else public
+    specs = blocks(p, "tag_specifications")
+    inst_tags: dict[str, str] = {}
+    vol_tags: dict[str, str] = {}
+    for spec in specs if isinstance(specs, list) else []:
+        if isinstance(spec, dict):
+            t = tags_of(spec, "tags")
+            if t is UNKNOWN:
+                continue
+            if spec.get("resource_type") == "instance":
+                inst_tags.update(t)
+            elif spec.get("resource_type") == "volume":
+                vol_tags.update(t)
+    node = ComputeNode(**c.base("aws", metadata_tokens_required=imds_note,
+                                tags="instance tags from tag_specifications (resource_type instance)"),
+                       instance_type=itype, gpu=gpu_type("aws", itype), public_ip=public,
+                       metadata_tokens_required=imds, tags=inst_tags,
+                       placement_group=None, capacity_reservation=None)
+    out: list[Resource] = [node]
+    mappings = blocks(p, "block_device_mappings", "block_device_mapping")
+    for i, m in enumerate(mappings if isinstance(mappings, list) else []):
+        if not isinstance(m, dict):
+            continue
+        ebs = block(m, "ebs")
+        if ebs is None:
+            continue  # an instance-store or no_device mapping
+        raw = ebs.get("encrypted") if isinstance(ebs, dict) else UNKNOWN
+        enc, why = _enc(raw, "aws_launch_template.block_device_mappings.ebs.encrypted",
+                        c.assume.ebs_encryption_by_default)
+        key = ebs.get("kms_key_id") if isinstance(ebs, dict) else None
+        out.append(Volume(**c.base("aws", f"{c.name} device {m.get('device_name') or i}", encrypted=why,
+                                   tags="volume tags from tag_specifications (resource_type volume)"),
+                          role="launch-template", encrypted=enc, kms_key=maybe_str(key),
+                          provider_managed_key=_kms_managed(key), tags=vol_tags))
+    return out
+
+
+def _aws_ebs_volume(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    enc, why = _enc(p.get("encrypted"), "aws_ebs_volume.encrypted", c.assume.ebs_encryption_by_default)
+    key = p.get("kms_key_id")
+    return [Volume(**c.base("aws", encrypted=why), role="standalone", encrypted=enc, kms_key=maybe_str(key),
+                   provider_managed_key=_kms_managed(key), tags=tags_of(p, "tags_all", "tags"))]
+
+
+def _aws_rule(p: dict[str, Any], c: Ctx, name: str, direction: str, v6: bool = False) -> SecurityRule:
+    proto = p.get("protocol", p.get("ip_protocol"))
+    proto = UNKNOWN if proto is UNKNOWN else ("all" if str(proto) in ("-1", "all") else str(proto))
+    lo, hi = maybe_int(p.get("from_port")), maybe_int(p.get("to_port"))
+    if proto == "all" or lo is None:
+        lo, hi = 0, 65535
+    sources: Any = []
+    for key in ("cidr_blocks", "ipv6_cidr_blocks", "cidr_ipv4", "cidr_ipv6"):
+        v = p.get(key)
+        if v is UNKNOWN:
+            sources = UNKNOWN
+            break
+        if isinstance(v, list):
+            if any(x is UNKNOWN for x in v):
+                sources = UNKNOWN
+                break
+            sources.extend(str(x) for x in v)
+        elif v:
+            sources.append(str(v))
+    return SecurityRule(**c.base("aws", name), direction="ingress" if direction == "ingress" else "egress",
+                        protocol=proto, port_from=lo if lo is not None else 0, port_to=hi if hi is not None else lo
+                        if lo is not None else 65535, sources=tuple(sources) if sources is not UNKNOWN else UNKNOWN)
+
+
+def _aws_security_group(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    out: list[Resource] = []
+    ingress = blocks(p, "ingress")
+    if ingress is UNKNOWN:
+        return [SecurityRule(**c.base("aws", f"{c.name} ingress"), sources=UNKNOWN)]
+    for i, rule in enumerate(ingress):
+        if isinstance(rule, dict):
+            out.append(_aws_rule(rule, c, f"{c.name} ingress[{i}]", "ingress"))
+    return out
+
+
+def _aws_security_group_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    kind = p.get("type")
+    if kind == "egress":
+        return []
+    if kind is UNKNOWN:
+        return [SecurityRule(**c.base("aws"), sources=UNKNOWN)]
+    return [_aws_rule(p, c, c.name, "ingress")]
+
+
+def _aws_sg_ingress_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    return [_aws_rule(p, c, c.name, "ingress")]
+
+
+def _attached(value: Any) -> Maybe[str | None]:
+    if isinstance(value, Unknown):
+        return Unknown.UNKNOWN
+    return str(value) if value else None
+
+
+def _aws_eip(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    target = p.get("instance", p.get("instance_id"))
+    if target in (None, "") and p.get("network_interface") not in (None, ""):
+        target = p.get("network_interface")
+    return [Address(**c.base("aws"), attached_to=_attached(target))]
+
+
+def _aws_capacity_reservation(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    kind = p.get("end_date_type") or "unlimited"
+    end = p.get("end_date")
+    ends: Maybe[date | None]
+    if end is UNKNOWN or kind is UNKNOWN:
+        ends = UNKNOWN
+    elif kind == "unlimited" or not end:
+        ends = None
+    else:
+        ends = _parse_date(end)
+    return [Reservation(**c.base("aws"), ends=ends)]
+
+
+def _parse_date(value: Any) -> Maybe[date]:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).date()
+    except ValueError:
+        return UNKNOWN
+
+
+# ------------------------------------------------------------------------------------------ Alibaba Cloud
+
+
+def _ali_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    itype = maybe_str(p.get("instance_type"))
+    bw = maybe_int(p.get("internet_max_bandwidth_out"))
+    public: Maybe[bool] = UNKNOWN if bw is UNKNOWN else (bw or 0) > 0
+    public_note = note("alicloud_instance.internet_max_bandwidth_out") if bw is None else ""
+    imds, imds_note = _imds(p.get("http_tokens"), "alicloud_instance.http_tokens", False)
+    node = ComputeNode(**c.base("alibaba", public_ip=public_note, metadata_tokens_required=imds_note),
+                       instance_type=itype, gpu=gpu_type("alibaba", itype), public_ip=public, count=c.count,
+                       metadata_tokens_required=imds, tags=tags_of(p, "tags"),
+                       placement_group=_group(p.get("deployment_set_id")), capacity_reservation=None)
+    vol_tags = tags_of(p, "volume_tags")
+    enc, why = _enc(p.get("system_disk_encrypted"), "alicloud_instance.system_disk_encrypted", False)
+    out: list[Resource] = [node, Volume(**c.base("alibaba", f"{c.name} system disk", encrypted=why), role="root",
+                                        encrypted=enc, kms_key=maybe_str(p.get("system_disk_kms_key_id")),
+                                        tags=vol_tags, attached_to=c.name)]
+    disks = blocks(p, "data_disks")
+    for i, d in enumerate(disks if isinstance(disks, list) else []):
+        if isinstance(d, dict):
+            enc, why = _enc(d.get("encrypted"), "alicloud_instance.data_disks.encrypted", False)
+            out.append(Volume(**c.base("alibaba", f"{c.name} data disk {d.get('name') or i}", encrypted=why),
+                              role="data", encrypted=enc, kms_key=maybe_str(d.get("kms_key_id")), tags=vol_tags,
+                              attached_to=c.name))
+    return out
+
+
+def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    itype = maybe_str(p.get("instance_type"))
+    imds, imds_note = _imds(p.get("http_tokens"), "alicloud_ecs_launch_template.http_tokens", False)
+    bw = maybe_int(p.get("internet_max_bandwidth_out"))
+    out: list[Resource] = [ComputeNode(**c.base("alibaba", metadata_tokens_required=imds_note), instance_type=itype,
+                                       gpu=gpu_type("alibaba", itype), metadata_tokens_required=imds,
+                                       public_ip=None if bw is None else (UNKNOWN if bw is UNKNOWN else bw > 0))]
+    system = block(p, "system_disk")
+    for i, d in enumerate([system, *(blocks(p, "data_disks") or [])]):
+        if not isinstance(d, dict):
+            continue
+        enc, why = _enc(d.get("encrypted"), "alicloud_instance.data_disks.encrypted", False)
+        out.append(Volume(**c.base("alibaba", f"{c.name} {'system disk' if i == 0 else f'data disk {i - 1}'}",
+                                   encrypted=why), role="launch-template", encrypted=enc,
+                          kms_key=maybe_str(d.get("kms_key_id"))))
+    return out
+
+
+def _ali_disk(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    enc, why = _enc(p.get("encrypted"), "alicloud_ecs_disk.encrypted", False)
+    return [Volume(**c.base("alibaba", encrypted=why), role="standalone", encrypted=enc,
+                   kms_key=maybe_str(p.get("kms_key_id")), tags=tags_of(p, "tags"))]
+
+
+def _port_range(text: Any) -> tuple[Maybe[int], Maybe[int]]:
+    if text is UNKNOWN:
+        return UNKNOWN, UNKNOWN
+    parts = str(text or "-1/-1").split("/")
+    try:
+        lo, hi = int(parts[0]), int(parts[-1])
+    except ValueError:
+        return UNKNOWN, UNKNOWN
+    if lo == -1 or hi == -1:
+        return 0, 65535
+    return lo, hi
+
+
+def _ali_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    if p.get("type") == "egress":
+        return []
+    proto = p.get("ip_protocol")
+    proto = UNKNOWN if proto is UNKNOWN else str(proto or "all").lower()
+    lo, hi = _port_range(p.get("port_range"))
+    if proto in ("all", "gre", "icmp", "icmpv6"):
+        lo, hi = 0, 65535
+    sources: Any = [str(v) for k in ("cidr_ip", "ipv6_cidr_ip") if (v := p.get(k)) not in (None, "")]
+    if any(p.get(k) is UNKNOWN for k in ("cidr_ip", "ipv6_cidr_ip")):
+        sources = UNKNOWN
+    policy = p.get("policy") or "accept"
+    notes = {"ports": note("alicloud_security_group_rule.port_range") if p.get("port_range") is None else ""}
+    return [SecurityRule(**c.base("alibaba", **notes), protocol=proto, port_from=lo, port_to=hi,
+                         sources=UNKNOWN if sources is UNKNOWN else tuple(sources),
+                         action="deny" if policy == "drop" else "allow")]
+
+
+def _ali_eip_association(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    return [Address(**c.base("alibaba"), attached_to=_attached(p.get("instance_id")))]
+
+
+def _unattached(platform: str) -> Builder:
+    def build(p: dict[str, Any], c: Ctx) -> list[Resource]:
+        target = p.get("instance_id") or p.get("instance") or None
+        return [Address(**c.base(platform), attached_to=_attached(target))]
+
+    return build
+
+
+# ------------------------------------------------------------------------------------------ Huawei Cloud
+
+
+def _hw_public(p: dict[str, Any]) -> Maybe[bool]:
+    keys = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
+    if any(p.get(k) is UNKNOWN for k in keys):
+        return UNKNOWN
+    return any(p.get(k) not in (None, "", [], {}, 0) for k in keys)
+
+
+def _hw_bms(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    flavor = maybe_str(p.get("flavor_id"))
+    node = ComputeNode(**c.base("huawei", metadata_tokens_required=note(
+        "huaweicloud_bms_instance.metadata_http_tokens")), instance_type=flavor, gpu=gpu_type("huawei", flavor),
+                       public_ip=_hw_public(p), count=c.count, metadata_tokens_required=False, tags=tags_of(p, "tags"),
+                       placement_group=None, capacity_reservation=None)
+    why = note("huaweicloud_bms_instance.disk_encryption")
+    out: list[Resource] = [node]
+    if p.get("system_disk_type") not in (None, ""):
+        out.append(Volume(**c.base("huawei", f"{c.name} system disk", encrypted=why), role="root", encrypted=False,
+                          tags=None, attached_to=c.name))
+    disks = blocks(p, "data_disks")
+    for i, _d in enumerate(disks if isinstance(disks, list) else []):
+        out.append(Volume(**c.base("huawei", f"{c.name} data disk {i}", encrypted=why), role="data", encrypted=False,
+                          tags=None, attached_to=c.name))
+    return out
+
+
+def _hw_kms(value: Any, key: str) -> tuple[Maybe[bool], Maybe[str | None], str]:
+    if value is UNKNOWN:
+        return UNKNOWN, UNKNOWN, ""
+    if value in (None, ""):
+        return False, None, note(key)
+    return True, str(value), ""
+
+
+def _hw_ecs(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    flavor = maybe_str(p.get("flavor_id") or p.get("flavor_name"))
+    hints = block(p, "scheduler_hints")
+    group = _group(hints.get("group")) if isinstance(hints, dict) else (UNKNOWN if hints is UNKNOWN else "")
+    node = ComputeNode(**c.base("huawei", metadata_tokens_required=note(
+        "huaweicloud_compute_instance.metadata_http_tokens")), instance_type=flavor, gpu=gpu_type("huawei", flavor),
+                       public_ip=_hw_public(p), count=c.count, metadata_tokens_required=False, tags=tags_of(p, "tags"),
+                       placement_group=group, capacity_reservation=None)
+    enc, key, why = _hw_kms(p.get("system_disk_kms_key_id"), "huaweicloud_compute_instance.system_disk_kms_key_id")
+    out: list[Resource] = [node, Volume(**c.base("huawei", f"{c.name} system disk", encrypted=why), role="root",
+                                        encrypted=enc, kms_key=key, attached_to=c.name)]
+    disks = blocks(p, "data_disks")
+    for i, d in enumerate(disks if isinstance(disks, list) else []):
+        if isinstance(d, dict):
+            enc, key, why = _hw_kms(d.get("kms_key_id"), "huaweicloud_compute_instance.data_disks.kms_key_id")
+            out.append(Volume(**c.base("huawei", f"{c.name} data disk {i}", encrypted=why), role="data",
+                              encrypted=enc, kms_key=key, attached_to=c.name))
+    return out
+
+
+def _hw_evs(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    enc, key, why = _hw_kms(p.get("kms_id"), "huaweicloud_evs_volume.kms_id")
+    return [Volume(**c.base("huawei", encrypted=why), role="standalone", encrypted=enc, kms_key=key,
+                   tags=tags_of(p, "tags"))]
+
+
+_HW_PORTS = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
+
+
+def _hw_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    if p.get("direction") == "egress":
+        return []
+    proto = p.get("protocol")
+    notes: dict[str, str] = {}
+    if proto in (None, ""):
+        proto, notes["ports"] = "all", note("huaweicloud_networking_secgroup_rule.protocol")
+    elif proto is not UNKNOWN:
+        proto = str(proto).lower()
+    ranges: list[tuple[Maybe[int], Maybe[int]]] = []
+    ports = p.get("ports")
+    lo, hi = maybe_int(p.get("port_range_min")), maybe_int(p.get("port_range_max"))
+    if ports is UNKNOWN or lo is UNKNOWN or hi is UNKNOWN:
+        ranges.append((UNKNOWN, UNKNOWN))
+    elif ports not in (None, ""):
+        for part in str(ports).split(","):
+            m = _HW_PORTS.match(part)
+            ranges.append((int(m.group(1)), int(m.group(2) or m.group(1))) if m else (UNKNOWN, UNKNOWN))
+    elif lo is not None:
+        ranges.append((lo, hi if hi is not None else lo))
+    else:
+        ranges.append((0, 65535))
+        if proto != "all":
+            notes["ports"] = note("huaweicloud_networking_secgroup_rule.ports")
+    remote = p.get("remote_ip_prefix")
+    sources: Any
+    if remote is UNKNOWN:
+        sources = UNKNOWN
+    elif remote not in (None, ""):
+        sources = (str(remote),)
+    elif p.get("remote_group_id") not in (None, "") or p.get("remote_address_group_id") not in (None, ""):
+        sources = UNKNOWN if UNKNOWN in (p.get("remote_group_id"), p.get("remote_address_group_id")) else ()
+    else:
+        sources = ("::/0",) if str(p.get("ethertype") or "IPv4").lower() == "ipv6" else ("0.0.0.0/0",)
+        notes["sources"] = note("huaweicloud_networking_secgroup_rule.remote_ip_prefix")
+    action: Literal["allow", "deny"] = "deny" if str(p.get("action") or "allow").lower() == "deny" else "allow"
+    out: list[Resource] = []
+    for lo_, hi_ in ranges:
+        name = c.name if len(ranges) == 1 else f"{c.name} ports {lo_}-{hi_}"
+        out.append(SecurityRule(**c.base("huawei", name, **notes), protocol=proto, port_from=lo_, port_to=hi_,
+                                sources=sources, action=action))
+    return out
+
+
+def _hw_eip_associate(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    target = p.get("instance_id") or p.get("port_id") or p.get("fixed_ip")
+    return [Address(**c.base("huawei"), attached_to=_attached(target))]
+
+
+NATIVE: Mapping[str, Builder] = {
+    "aws_instance": _aws_instance,
+    "aws_launch_template": _aws_launch_template,
+    "aws_ebs_volume": _aws_ebs_volume,
+    "aws_security_group": _aws_security_group,
+    "aws_security_group_rule": _aws_security_group_rule,
+    "aws_vpc_security_group_ingress_rule": _aws_sg_ingress_rule,
+    "aws_eip": _aws_eip,
+    "aws_eip_association": _unattached("aws"),
+    "aws_ec2_capacity_reservation": _aws_capacity_reservation,
+    "alicloud_instance": _ali_instance,
+    "alicloud_ecs_launch_template": _ali_launch_template,
+    "alicloud_ecs_disk": _ali_disk,
+    "alicloud_disk": _ali_disk,
+    "alicloud_security_group_rule": _ali_sg_rule,
+    "alicloud_eip_association": _ali_eip_association,
+    "alicloud_eip_address": _unattached("alibaba"),
+    "alicloud_eip": _unattached("alibaba"),
+    "huaweicloud_bms_instance": _hw_bms,
+    "huaweicloud_compute_instance": _hw_ecs,
+    "huaweicloud_evs_volume": _hw_evs,
+    "huaweicloud_networking_secgroup_rule": _hw_sg_rule,
+    "huaweicloud_vpc_eip": _unattached("huawei"),
+    "huaweicloud_vpc_eip_associate": _hw_eip_associate,
+    "huaweicloud_compute_eip_associate": _hw_eip_associate,
+}
+
+
+_AWS_RULE = ("protocol", "ip_protocol", "from_port", "to_port", "cidr_blocks", "ipv6_cidr_blocks", "cidr_ipv4",
+             "cidr_ipv6")
+_HW_PUBLIC = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
+#: The attributes each builder reads (and the Terraform adapter's reference fields): a plan's values are decoded
+#: into just these, so a 10,000-instance plan never builds its other attributes. A builder that reads an
+#: attribute must list it here (tests/policies/test_rules_native.py runs every case through a plan).
+FIELDS: Mapping[str, tuple[str, ...]] = {
+    "aws_instance": ("instance_type", "metadata_options", "associate_public_ip_address", "subnet_id",
+                     "network_interface", "capacity_reservation_specification", "tags", "tags_all",
+                     "placement_group", "root_block_device", "launch_template", "ebs_block_device", "volume_tags"),
+    "aws_launch_template": ("instance_type", "metadata_options", "network_interfaces", "tag_specifications",
+                            "block_device_mappings"),
+    "aws_ebs_volume": ("encrypted", "kms_key_id", "tags", "tags_all"),
+    "aws_security_group": ("ingress",),
+    "aws_security_group_rule": ("type", *_AWS_RULE),
+    "aws_vpc_security_group_ingress_rule": _AWS_RULE,
+    "aws_eip": ("instance", "instance_id", "network_interface"),
+    "aws_eip_association": ("instance_id", "instance", "network_interface"),
+    "aws_ec2_capacity_reservation": ("end_date_type", "end_date"),
+    "aws_ebs_encryption_by_default": ("enabled",),
+    "aws_ec2_instance_metadata_defaults": ("http_tokens",),
+    "aws_subnet": ("map_public_ip_on_launch",),
+    "alicloud_instance": ("instance_type", "internet_max_bandwidth_out", "http_tokens", "tags", "deployment_set_id",
+                          "volume_tags", "system_disk_encrypted", "system_disk_kms_key_id", "data_disks"),
+    "alicloud_ecs_launch_template": ("instance_type", "http_tokens", "internet_max_bandwidth_out", "system_disk",
+                                     "data_disks"),
+    "alicloud_ecs_disk": ("encrypted", "kms_key_id", "tags"),
+    "alicloud_disk": ("encrypted", "kms_key_id", "tags"),
+    "alicloud_security_group_rule": ("type", "ip_protocol", "port_range", "cidr_ip", "ipv6_cidr_ip", "policy"),
+    "alicloud_eip_association": ("instance_id", "instance"),
+    "alicloud_eip_address": ("instance_id", "instance"),
+    "alicloud_eip": ("instance_id", "instance"),
+    "huaweicloud_bms_instance": ("flavor_id", *_HW_PUBLIC, "tags", "system_disk_type", "data_disks"),
+    "huaweicloud_compute_instance": ("flavor_id", "flavor_name", "scheduler_hints", *_HW_PUBLIC, "tags",
+                                     "system_disk_kms_key_id", "data_disks"),
+    "huaweicloud_evs_volume": ("kms_id", "tags"),
+    "huaweicloud_networking_secgroup_rule": ("direction", "protocol", "ports", "port_range_min", "port_range_max",
+                                             "remote_ip_prefix", "remote_group_id", "remote_address_group_id",
+                                             "ethertype", "action"),
+    "huaweicloud_vpc_eip": ("instance_id", "instance"),
+    "huaweicloud_vpc_eip_associate": ("instance_id", "port_id", "fixed_ip"),
+    "huaweicloud_compute_eip_associate": ("instance_id", "port_id", "fixed_ip"),
+}
+
+
+def account_settings(tf_type: str, props: dict[str, Any], assume: Assumptions) -> None:
+    """Resources that turn on account-wide defaults (EBS encryption, IMDS tokens) in the same input."""
+    if tf_type == "aws_ebs_encryption_by_default" and maybe_bool(props.get("enabled")) in (None, True):
+        assume.ebs_encryption_by_default = True
+    if tf_type == "aws_ec2_instance_metadata_defaults" and str(props.get("http_tokens") or "") == "required":
+        assume.imds_tokens_required_by_default = True
+
+
+def native_resources(tf_type: str, props: dict[str, Any], name: str, location: Location, source: str,
+                     assume: Assumptions, subnet_public: Maybe[bool] | None = None, count: int = 1) -> list[Resource]:
+    """The neutral views of one native resource (``props`` in Terraform's attribute names)."""
+    build = NATIVE.get(tf_type)
+    if build is None:
+        return []
+    return build(props, Ctx(tf_type, name, location, source, assume, subnet_public, count))

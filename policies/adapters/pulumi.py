@@ -1,0 +1,143 @@
+"""Pulumi resources: one resource (the CrossGuard pack's ``args``), a ``pulumi preview --json`` document, or a
+``pulumi stack export``.
+
+metalfleet's dynamic resources are recognised by their type names (``pulumi-python:dynamic/metalfleet:GpuNode``,
+``...:NodeBootstrap``, ``...:ClusterAcceptance``, ``...:ClusterNetwork``) and, in state written before they had
+names of their own (``pulumi-python:dynamic:Resource``), by the shape of their inputs. Native resources of
+pulumi-aws, pulumi-alicloud and pulumi-huaweicloud go through :mod:`.native`. Values unknown during a
+preview (Pulumi's unknown sentinels) become UNKNOWN; secret values are never read, only noted as set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..model import UNKNOWN, Location, Resource
+from .common import Assumptions, snake_keys
+from .metalfleet import cluster_resources, network_resources, node_resources
+from .native import ACCOUNT_SETTINGS, PULUMI_TYPES, account_settings, native_resources
+
+__all__ = ["METALFLEET_TYPES", "metalfleet_kind", "plain", "pulumi_resources", "resources_from_export",
+           "resources_from_preview"]
+
+#: Pulumi's sentinels for values unknown during a preview (pulumi/sdk resource.UnknownValue and typed ones).
+UNKNOWN_SENTINELS = frozenset({
+    "04da6b54-80e4-46f7-96ec-b56ff0331ba9", "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",
+    "3eeb2bf0-c639-47a8-9e75-3b44932eb421", "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
+    "030794c1-ac77-496b-92df-f27374a8bd58", "e48ece36-62e2-4504-bad9-02848725956a",
+    "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
+})
+_SIG = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+SECRET = "[secret]"
+
+METALFLEET_TYPES: Mapping[str, str] = {
+    "pulumi-python:dynamic/metalfleet:GpuNode": "GpuNode",
+    "pulumi-python:dynamic/metalfleet:NodeBootstrap": "NodeBootstrap",
+    "pulumi-python:dynamic/metalfleet:ClusterAcceptance": "ClusterAcceptance",
+    "pulumi-python:dynamic/metalfleet:ClusterNetwork": "ClusterNetwork",
+}
+_OLD_DYNAMIC = "pulumi-python:dynamic:Resource"
+
+
+def plain(value: Any) -> Any:
+    """Inputs as plain data: unknown sentinels -> UNKNOWN, secrets -> "[secret]" (never read), and the
+    CrossGuard SDK's read-only proxies unwrapped (without tripping their unknown checks)."""
+    target = getattr(value, "_DictProxy__target", None)
+    if target is None:
+        target = getattr(value, "_ListProxy__target", None)
+    if target is not None:
+        value = target
+    if isinstance(value, str):
+        return UNKNOWN if value in UNKNOWN_SENTINELS else value
+    if isinstance(value, Mapping):
+        if value.get(_SIG) == _SECRET_SIG:
+            return SECRET
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if type(value).__name__ == "Secret" and hasattr(value, "value"):
+        return SECRET
+    return value
+
+
+def metalfleet_kind(type_name: str, props: Mapping[str, Any], name: str = "") -> str | None:
+    """GpuNode, NodeBootstrap, ClusterAcceptance or ClusterNetwork; None for anything else."""
+    if type_name in METALFLEET_TYPES:
+        return METALFLEET_TYPES[type_name]
+    if type_name != _OLD_DYNAMIC:
+        return None
+    spec = props.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    if "provider" in props and "driver_config" in props:  # GpuNode and ClusterNetwork: provider/spec/driver_config
+        # Outputs set apart the two in state; in a preview (inputs only, None values dropped) the name GpuCluster
+        # gives the network ("<cluster>-network") does.
+        if "resources" in props or "cluster" in props or name.endswith("-network"):
+            return "ClusterNetwork"
+        return "GpuNode"
+    if "nodes" in props and "driver_config" in props:
+        return "ClusterAcceptance"
+    if "node" in props and "fingerprint" in props:
+        return "NodeBootstrap"
+    return None
+
+
+def _metalfleet(kind: str, props: Mapping[str, Any], name: str, loc: Location, source: str,
+                type_name: str) -> list[Resource]:
+    raw_spec = props.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    if kind == "GpuNode":
+        return node_resources(str(props.get("provider") or spec.get("provider") or "unknown"), spec, name, loc,
+                              source, type_name)
+    if kind == "ClusterNetwork":
+        return network_resources(str(props.get("provider") or "unknown"), spec, name, loc, source, type_name)
+    parts = ("ssh", "storage") if kind == "NodeBootstrap" else ("ssh",)
+    return cluster_resources(spec, lambda *_: loc, source, type_name, parts, name=name)
+
+
+def pulumi_resources(type_name: str, props: Any, name: str, urn: str | None = None, file: str | None = None,
+                     assume: Assumptions | None = None, source: str = "pulumi") -> list[Resource]:
+    """The neutral views of one Pulumi resource (``props``: its inputs, raw or as the CrossGuard SDK gives them)."""
+    data = plain(props)
+    if not isinstance(data, dict):
+        return []
+    loc = Location(file, address=urn or name)
+    kind = metalfleet_kind(type_name, data, name)
+    if kind is not None:
+        return _metalfleet(kind, data, name, loc, source, type_name)
+    tf_type = PULUMI_TYPES.get(type_name)
+    if tf_type is None:
+        return []
+    return native_resources(tf_type, snake_keys(data), name, loc, source, assume or Assumptions())
+
+
+def _name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1] if "::" in urn else urn
+
+
+def _from_states(states: Iterable[Mapping[str, Any]], file: str, assume: Assumptions) -> list[Resource]:
+    items = [(str(s.get("type") or ""), s.get("inputs") or {}, str(s.get("urn") or "")) for s in states]
+    for t, inputs, _ in items:  # account-wide defaults first
+        tf = PULUMI_TYPES.get(t)
+        if tf in ACCOUNT_SETTINGS:
+            account_settings(tf, snake_keys(plain(inputs)), assume)
+    out: list[Resource] = []
+    for t, inputs, urn in items:
+        out.extend(pulumi_resources(t, inputs, _name(urn), urn, file, assume))
+    return out
+
+
+def resources_from_preview(doc: Mapping[str, Any], file: str, assume: Assumptions) -> list[Resource]:
+    """``pulumi preview --json``: every step's new state (what the stack will hold), deletes left out."""
+    states = [s.get("newState") for s in doc.get("steps") or [] if isinstance(s, dict) and s.get("op") != "delete"]
+    return _from_states([s for s in states if isinstance(s, dict)], file, assume)
+
+
+def resources_from_export(doc: Mapping[str, Any], file: str, assume: Assumptions) -> list[Resource]:
+    """``pulumi stack export``: the resources in the deployment's state."""
+    raw = doc.get("deployment")
+    deployment: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    resources = [r for r in deployment.get("resources") or [] if isinstance(r, dict) and not r.get("delete")]
+    return _from_states(resources, file, assume)

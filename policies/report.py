@@ -1,0 +1,335 @@
+"""Reports of one policy run: text, Markdown (a PR comment), SARIF 2.1.0, JUnit XML, JSON and GitHub annotations.
+
+Every format shows the suppressions (applied, unused, expired, invalid) beside the findings: a suppressed
+finding is never silently dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from .engine import Finding, Report
+from .rules import FRAMEWORKS, SEVERITY_SCORE, Rule
+
+__all__ = ["FORMATS", "MARKER", "render", "summary"]
+
+TOOL = "metalfleet-policy"
+INFO_URI = "https://github.com/metalfleet/metalfleet/blob/main/policies/RULES.md"
+#: The first line of the Markdown report: a CI job finds and updates its earlier comment by it.
+MARKER = "<!-- metalfleet-policy-check -->"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("metalfleet")
+    except Exception:
+        return "0.0.0"
+
+
+def _rel(path: str | None) -> str | None:
+    return _rel_cached(path) if path else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _rel_cached(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _where(f: Finding) -> str:
+    loc = f.location
+    path = _rel(loc.file) or ""
+    if path and loc.line:
+        path += f":{loc.line}" + (f":{loc.column}" if loc.column else "")
+    return path or (loc.address or "")
+
+
+def summary(report: Report) -> str:
+    """One line: PASS/FAIL with the counts."""
+    return _summary(report)
+
+
+def _summary(report: Report) -> str:
+    blocking = len(report.blocking)
+    advisory = sum(1 for f in report.findings if f.level != "mandatory")
+    status = "FAIL" if blocking else "PASS"
+    return (f"{status}: {blocking} mandatory violation(s), {advisory} advisory, {len(report.suppressed)} suppressed "
+            f"— {report.resources} resources from {len(report.inputs)} input(s), {len(report.rules)} rules")
+
+
+# ------------------------------------------------------------------------------------------ text
+
+
+def render_text(report: Report) -> str:
+    inputs = ", ".join(f"{i.path} ({i.kind}, {i.resources} resources)" for i in report.inputs)
+    lines = [f"metalfleet policy check — {inputs or 'no inputs'}"]
+    for f in report.findings:
+        tag = "MANDATORY" if f.level == "mandatory" else "advisory "
+        unknown = " [unknown]" if f.unknown else ""
+        lines.append(f"{tag} {f.rule.id} [{f.rule.severity}]{unknown} {_where(f)}: {f.message}")
+    for f in report.suppressed:
+        s = f.suppressed_by
+        lines.append(f"suppressed {f.rule.id} {_where(f)}: {f.message} — {s.reason if s else ''}")
+    if report.suppressions:
+        lines.append("suppressions:")
+        for st in report.suppressions:
+            origin = st.suppression.origin.describe()
+            lines.append(f"  {st.status:<8} {st.suppression.describe()} [{origin}]"
+                         + (f" ({st.count} finding(s))" if st.count else ""))
+    lines.append(_summary(report))
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ Markdown
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+
+
+def render_markdown(report: Report) -> str:
+    blocking = report.blocking
+    icon = "❌" if blocking else "✅"
+    out = [MARKER, f"## {icon} metalfleet policy check", "", _summary(report), ""]
+    if report.findings:
+        out += ["| | Rule | Severity | Resource | Where | Finding |", "|---|---|---|---|---|---|"]
+        for f in report.findings:
+            mark = "🔴 mandatory" if f.level == "mandatory" else "🟡 advisory"
+            out.append(f"| {mark} | `{f.rule.id}` {_md(f.rule.title)} | {f.rule.severity} | `{_md(f.resource_name)}` | "
+                       f"`{_md(_where(f))}` | {_md(f.message)}{' (unknown)' if f.unknown else ''} |")
+        out.append("")
+    else:
+        out += ["No findings.", ""]
+    if report.suppressions:
+        out += [f"<details><summary>Suppressions ({len(report.suppressions)})</summary>", "",
+                "| Status | Rule | Scope | Reason | Expires | Declared at |", "|---|---|---|---|---|---|"]
+        for st in report.suppressions:
+            s = st.suppression
+            scope = s.resource or (f"lines {s.lines[0]}-{s.lines[1]}" if s.lines else "all")
+            out.append(f"| {st.status} ({st.count}) | `{s.rule}` | {_md(scope)} | {_md(s.reason or '**no reason**')} | "
+                       f"{s.expires.isoformat() if s.expires else '-'} | `{_md(s.origin.describe())}` |")
+        out += ["", "</details>", ""]
+    fixes = {f.rule.id: f.rule for f in report.findings}
+    if fixes:
+        out += ["<details><summary>How to fix</summary>", ""]
+        for r in fixes.values():
+            out.append(f"- **{r.id} {_md(r.title)}**: {_md(r.remediation)}")
+        out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------ SARIF
+
+
+def _level(f: Finding) -> str:
+    return "error" if f.level == "mandatory" else "warning"
+
+
+def _rule_meta(r: Rule) -> dict[str, Any]:
+    tags = ["security", f"severity/{r.severity}"]
+    for key, refs in r.frameworks.items():
+        tags += [f"{FRAMEWORKS[key]}: {ref}" for ref in refs]
+    return {
+        "id": r.id,
+        "name": "".join(p.capitalize() for p in r.name.split("-")),
+        "shortDescription": {"text": r.title},
+        "fullDescription": {"text": r.rationale},
+        "help": {"text": f"{r.remediation}", "markdown": f"**{r.title}**\n\n{r.rationale}\n\n**Fix:** {r.remediation}"},
+        "helpUri": f"{INFO_URI}#{r.id.lower()}",
+        "defaultConfiguration": {"level": "error" if r.enforcement == "mandatory" else "warning"},
+        "properties": {"security-severity": SEVERITY_SCORE[r.severity], "tags": tags, "precision": "high",
+                       "problem.severity": "error" if r.severity in ("critical", "high") else "warning"},
+    }
+
+
+def _location(f: Finding) -> dict[str, Any]:
+    loc: dict[str, Any] = {}
+    uri = _rel(f.location.file)
+    if uri:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": uri.replace(os.sep, "/")}}
+        if f.location.line:
+            region: dict[str, Any] = {"startLine": f.location.line}
+            if f.location.column:
+                region["startColumn"] = f.location.column
+            physical["region"] = region
+        loc["physicalLocation"] = physical
+    if f.location.address:
+        loc["logicalLocations"] = [{"fullyQualifiedName": f.location.address, "kind": "resource"}]
+    return loc
+
+
+def _fingerprint(f: Finding) -> str:
+    key = f"{f.rule.id}\x00{f.resource_name}\x00{f.location.address or ''}\x00{f.message}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _sarif_result(f: Finding, index: Mapping[str, int]) -> dict[str, Any]:
+    res: dict[str, Any] = {"ruleId": f.rule.id, "ruleIndex": index.get(f.rule.id, 0), "level": _level(f),
+                           "message": {"text": f.message},
+                           "partialFingerprints": {"metalfleetFinding/v1": _fingerprint(f)},
+                           "properties": {"resource": f.resource_name, "resourceType": f.resource_type,
+                                          "platform": f.platform, "input": f.source, "unknown": f.unknown,
+                                          "enforcement": f.level}}
+    loc = _location(f)
+    if loc:
+        res["locations"] = [loc]
+    if f.suppressed_by is not None:
+        s = f.suppressed_by
+        in_source = bool(s.lines) or bool(s.origin.file and s.origin.file == f.location.file)
+        res["suppressions"] = [{"kind": "inSource" if in_source else "external", "status": "accepted",
+                                "justification": s.reason or "",
+                                "location": {"physicalLocation": {"artifactLocation": {
+                                    "uri": (_rel(s.origin.file) or "policy-config").replace(os.sep, "/")}}}}]
+    return res
+
+
+def render_sarif(report: Report) -> str:
+    """SARIF 2.1.0. Results are serialised one by one (json's C encoder, no indentation), so a report with tens
+    of thousands of findings is never held as one large object tree."""
+    index = {r.id: i for i, r in enumerate(report.rules)}
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": TOOL, "version": _version(), "informationUri": INFO_URI,
+                                "rules": [_rule_meta(r) for r in report.rules]}},
+            "invocations": [{"executionSuccessful": True,
+                             "toolExecutionNotifications": [
+                                 {"level": "note", "message": {"text": f"suppression {st.status}: "
+                                                                        f"{st.suppression.describe()}"}}
+                                 for st in report.suppressions]}],
+            "properties": {"inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources}
+                                      for i in report.inputs]},
+            "results": "@RESULTS@",
+        }],
+    }
+    head, tail = json.dumps(doc, separators=(",", ":")).split('"@RESULTS@"')
+    results = ",\n".join(json.dumps(_sarif_result(f, index), separators=(",", ":"))
+                          for f in [*report.findings, *report.suppressed])
+    return f"{head}[\n{results}\n]{tail}\n"
+
+
+# ------------------------------------------------------------------------------------------ JUnit
+
+
+def render_junit(report: Report) -> str:
+    suites = ET.Element("testsuites", name="metalfleet policy check")
+    total = failures = skipped = 0
+    by_rule: dict[str, list[Finding]] = {}
+    for f in [*report.findings, *report.suppressed]:
+        by_rule.setdefault(f.rule.id, []).append(f)
+    for r in report.rules:
+        found = by_rule.get(r.id, [])
+        suite = ET.SubElement(suites, "testsuite", name=f"{r.id} {r.title}")
+        n_fail = n_skip = 0
+        if not found:
+            ET.SubElement(suite, "testcase", classname=r.id, name="all resources comply")
+        for f in found:
+            case = ET.SubElement(suite, "testcase", classname=r.id, name=f"{f.resource_name} ({_where(f)})")
+            if f.suppressed_by is not None:
+                ET.SubElement(case, "skipped", message=f"suppressed: {f.suppressed_by.reason or ''}")
+                n_skip += 1
+            elif f.level == "mandatory":
+                fail = ET.SubElement(case, "failure", message=f.message, type=r.severity)
+                fail.text = f"{f.message}\n{_where(f)}\nFix: {r.remediation}"
+                n_fail += 1
+            else:
+                out = ET.SubElement(case, "system-out")
+                out.text = f"advisory: {f.message}"
+        tests = max(len(found), 1)
+        suite.set("tests", str(tests))
+        suite.set("failures", str(n_fail))
+        suite.set("skipped", str(n_skip))
+        suite.set("errors", "0")
+        total, failures, skipped = total + tests, failures + n_fail, skipped + n_skip
+    suites.set("tests", str(total))
+    suites.set("failures", str(failures))
+    suites.set("skipped", str(skipped))
+    suites.set("errors", "0")
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+# ------------------------------------------------------------------------------------------ JSON
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    return {"rule": f.rule.id, "title": f.rule.title, "severity": f.rule.severity, "enforcement": f.level,
+            "unknown": f.unknown, "resource": f.resource_name, "resource_type": f.resource_type,
+            "platform": f.platform, "input": f.source, "message": f.message,
+            "location": {"file": f.location.file, "line": f.location.line, "column": f.location.column,
+                         "address": f.location.address},
+            "suppressed_by": f.suppressed_by.describe() if f.suppressed_by else None}
+
+
+def render_json(report: Report) -> str:
+    doc = {
+        "result": "fail" if report.blocking else "pass",
+        "summary": {"mandatory": len(report.blocking), "advisory": sum(f.level != "mandatory" for f in report.findings),
+                    "suppressed": len(report.suppressed), "resources": report.resources},
+        "inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources} for i in report.inputs],
+        "findings": [_finding_json(f) for f in report.findings],
+        "suppressed": [_finding_json(f) for f in report.suppressed],
+        "suppressions": [{"rule": st.suppression.rule, "resource": st.suppression.resource,
+                          "reason": st.suppression.reason, "status": st.status, "count": st.count,
+                          "expires": st.suppression.expires.isoformat() if st.suppression.expires else None,
+                          "declared_at": st.suppression.origin.describe()} for st in report.suppressions],
+    }
+    indent = 2 if len(report.findings) + len(report.suppressed) < 2000 else None  # large: json's C encoder
+    return json.dumps(doc, indent=indent) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ GitHub
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(report: Report) -> str:
+    """Workflow commands GitHub Actions turns into annotations on the pull request's files."""
+    lines = []
+    for f in [*report.findings, *report.suppressed]:
+        cmd = "notice" if f.suppressed_by else ("error" if f.level == "mandatory" else "warning")
+        props = []
+        path = _rel(f.location.file)
+        if path:
+            props.append(f"file={_gh_prop(path)}")
+            if f.location.line:
+                props.append(f"line={f.location.line}")
+                if f.location.column:
+                    props.append(f"col={f.location.column}")
+        props.append(f"title={_gh_prop(f'{f.rule.id} {f.rule.title}')}")
+        msg = f.message + (f" (suppressed: {f.suppressed_by.reason})" if f.suppressed_by else "")
+        lines.append(f"::{cmd} {','.join(props)}::{_gh_data(msg)}")
+    for st in report.suppressions:
+        if st.status in ("expired", "unused"):
+            title = _gh_prop("suppression " + st.status)
+            lines.append(f"::notice title={title}::{_gh_data(st.suppression.describe())}")
+    lines.append(f"::notice title=metalfleet policy check::{_gh_data(_summary(report))}")
+    return "\n".join(lines) + "\n"
+
+
+FORMATS: dict[str, Callable[[Report], str]] = {
+    "text": render_text, "markdown": render_markdown, "sarif": render_sarif, "junit": render_junit,
+    "json": render_json, "github": render_github,
+}
+
+
+def render(report: Report, fmt: str) -> str:
+    return FORMATS[fmt](report)
