@@ -26,7 +26,7 @@ import pytest
 
 from metalfleet.policies.cli import check_paths
 from metalfleet.stacks.engine import engine_env
-from tests.emulators.ec2_server import Ec2Emulator, start_ec2_emulator
+from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 from tests.stacks.projects import link_test_environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-policy")]

@@ -99,7 +99,9 @@ def test_the_cli_says_no_pulumi_cli_and_exits_2(isolated: Path, tmp_path: Path, 
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "p")  # past the passphrase check, to the engine lookup
     assert main(["up", str(spec), "--backend", f"file://{tmp_path / 'state'}"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: no Pulumi CLI found: install it (https://www.pulumi.com/docs/install/)"), err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]  # policy findings come first
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: no Pulumi CLI found: install it (https://www.pulumi.com/docs/install/)"), err
     assert "run `make engine`; looked on PATH and in " in err and "Traceback" not in err
 
 
