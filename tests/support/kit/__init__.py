@@ -31,13 +31,20 @@ A new emulator (``tests/support/acme.py``, run as ``python -m metalfleet.testing
 
     def main(argv: list[str] | None = None) -> int:
         parser = server_parser("ACME emulator", default_port=5070, sim_hosts_help="a simulated host per instance")
-        app = lambda: FaultMiddleware(api, switch=SWITCH, error_body=error_body, clock=CLOCK, sim_hosts=SIM)
-        return run_server(parser, parser.parse_args(argv), app, title="ACME emulator", sim_hosts=SIM)
+        return run_server(parser, parser.parse_args(argv), lambda: FaultMiddleware(
+            api, switch=SWITCH, error_body=error_body, clock=CLOCK, sim_hosts=SIM), title="ACME emulator",
+            sim_hosts=SIM)
 
-``FaultMiddleware(identify=...)`` reads the action from the request (default: a query-protocol ``Action``
-parameter; a REST API maps method and path), ``controls=`` adds the provider's own control endpoints and
-``reset_state=`` empties its tables on POST /_metalfleet/reset ``{"state": true}``. The EC2 emulator
-(:mod:`metalfleet.testing.ec2`) is the full example.
+    if __name__ == "__main__":
+        sys.exit(main())
+
+``FaultMiddleware(identify=...)`` reads the action and the parameters to log from the request (default: a
+query-protocol ``Action`` parameter; an ACS3 call names it in its ``x-acs-action`` header, a REST API by method
+and path), ``controls=`` adds the provider's own control endpoints, ``reset_state=`` empties its tables on
+POST /_metalfleet/reset ``{"state": true}``, ``after_call=`` runs after each call (e.g.
+``SIM.apply_ssh_rules(...)`` when security groups changed) and ``FaultSwitch(extra_keys=...)`` takes the
+provider's own fault settings (``SWITCH.faults.extra``). The server needs werkzeug (extra ``testing``). The EC2
+emulator (:mod:`metalfleet.testing.ec2`) is the full example; tests/emulators/kit_fake.py the smallest.
 """
 
 from __future__ import annotations
