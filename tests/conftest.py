@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from metalfleet.testing import usage as areas
+from metalfleet.testing.kit import EmulatorClient
 from tests.prereq import require_root
 
 ALLOW_SKIPS = "METALFLEET_ALLOW_SKIPS"
@@ -34,7 +35,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 #: Fixture values that show a test used a real part even when a wider-scoped fixture started it earlier.
-_PART_TYPES = {"HostFleet": "sim host", "SimHost": "sim host", "VmHost": "sim host", "Ec2Emulator": "emulator"}
+_PART_TYPES = {"HostFleet": "sim host", "SimHost": "sim host", "VmHost": "sim host"}
+
+
+def part_area(value: object) -> str | None:
+    """The area a fixture value shows a test used: any emulator's client object (a subclass of the emulator kit's
+    EmulatorClient, whatever cloud it emulates) is an "emulator"; simulated hosts by their class name."""
+    if isinstance(value, EmulatorClient):
+        return "emulator"
+    return _PART_TYPES.get(type(value).__name__)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -43,7 +52,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     report = outcome.get_result()
     if report.when == "setup":
         for value in getattr(item, "funcargs", {}).values():
-            area = _PART_TYPES.get(type(value).__name__)
+            area = part_area(value)
             if area:
                 areas.note(area)
     if report.when == "teardown":

@@ -103,7 +103,9 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
 (o) DeleteSecurityGroup refuses a group still in use, as AWS does (moto deletes it): DependencyViolation while a
     network interface is in it or another group's rule references it, CannotDelete for a VPC's default group.
 
-Control endpoints (not EC2; never counted or faulted):
+Control endpoints (not EC2; never counted or faulted). They, the fault switch, the clock, the simulated-host
+registry, the client object and the server loop come from the shared emulator kit (:mod:`metalfleet.testing.kit`);
+this module adds EC2's error codes and body and the moto extensions above:
 
     POST /_metalfleet/faults   {"throttle": 0.3, "capacity": 0.0, "server_error": 0.0, "lost_response": 0.0,
                                 "latency_ms": 100,
@@ -136,117 +138,45 @@ matching calls, then fails ``times`` of them (-1: for ever).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
-import io
-import json
 import os
-import random
-import signal
-import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any
 from xml.sax.saxutils import escape
+
+from metalfleet.testing.kit import (
+    Clock,
+    EmulatorClient,
+    ErrorBody,
+    Fault,
+    FaultCodes,
+    FaultMiddleware,
+    FaultSwitch,
+    SimHosts,
+    run_server,
+    server_parser,
+)
 
 __all__ = ["Ec2Emulator", "default_subnet_id", "start_ec2_emulator"]
 
-CONTROL_PREFIX = "/_metalfleet/"
-_FAULT_KEYS = {"throttle", "capacity", "server_error", "lost_response", "latency_ms", "seed", "actions",
-               "capacity_remaining", "script"}
-
 
 # ---------------------------------------------------------------------------------------------
-# Client side: the launcher the tests, the demo and the benchmark use.
+# Client side: the launcher the tests, the demo and the benchmark use (metalfleet.testing.kit).
 # ---------------------------------------------------------------------------------------------
-class Ec2Emulator:
-    """A running emulator subprocess. Stop it with :meth:`stop` or use it as a context manager."""
+class Ec2Emulator(EmulatorClient):
+    """A running EC2 emulator subprocess. Stop it with :meth:`stop` or use it as a context manager.
 
-    def __init__(self, process: subprocess.Popen[bytes], host: str, port: int) -> None:
-        self.process = process
-        self.host = host
-        self.port = port
-        self.url = f"http://{host}:{port}"
+    ``advance_clock`` moves the clock Capacity Block states read (l); ``sim_hosts`` and
+    ``set_sim_host_rules`` are (h)."""
 
-    # -- control -----------------------------------------------------------------------------
-    def _control(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = json.dumps(body or {}).encode() if method == "POST" else None
-        req = urllib.request.Request(self.url + CONTROL_PREFIX + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return json.loads(resp.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            raise RuntimeError(f"emulator control {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
-
-    def set_faults(self, **faults: Any) -> None:
-        """Replace the fault settings (anything not given is off)."""
-        self._control("POST", "faults", faults)
-
-    def reset_faults(self) -> None:
-        """Faults off, counters and request log cleared; EC2 state kept."""
-        self._control("POST", "reset", {})
-
-    def reset_state(self) -> None:
-        """Faults off, counters cleared and every resource gone."""
-        self._control("POST", "reset", {"state": True})
-
-    def stats(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._control("GET", "stats")
-        return result
-
-    def requests(self, action: str | None = None) -> list[dict[str, Any]]:
-        """Requests as the server received them: ``{"action", "params", "status"}``, oldest first."""
-        query = f"?action={urllib.parse.quote(action)}" if action else ""
-        result: list[dict[str, Any]] = self._control("GET", "requests" + query)
-        return result
-
-    def calls(self, action: str | None = None) -> int:
-        st = self.stats()
-        return int(st["by_action"].get(action, 0)) if action else int(st["requests"])
-
-    def advance_clock(self, seconds: float) -> str:
-        """(l) Move the clock Capacity Block states read forward by ``seconds``; returns the new time (ISO)."""
-        result: dict[str, Any] = self._control("POST", "clock", {"advance_seconds": seconds})
-        return str(result["now"])
-
-    def sim_hosts(self) -> list[dict[str, Any]]:
-        """(h) The simulated hosts running now, one per live instance (empty without ``sim_hosts``)."""
-        result: list[dict[str, Any]] = self._control("GET", "sim-hosts")
-        return result
-
-    def set_sim_host_rules(self, rules: list[dict[str, Any]]) -> None:
-        """(h) config.json values for hosts booted from now on: ``[{"tags": {...}, "config": {...}}]``."""
-        self._control("POST", "sim-hosts", {"rules": rules})
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (the server stops its simulated hosts, then exits), SIGKILL after ``timeout``."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
-        if self.process.stdout:
-            self.process.stdout.close()
-
-    def __enter__(self) -> Ec2Emulator:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+    module = "metalfleet.testing.ec2"
+    title = "EC2 emulator"
 
 
 def start_ec2_emulator(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 60.0,
@@ -256,42 +186,11 @@ def start_ec2_emulator(host: str = "127.0.0.1", port: int = 0, *, timeout: float
     ``port=0`` lets the server pick a free port and report it; ``log_path`` receives its request log.
     ``sim_hosts``: boot a simulated GPU host per instance (extension h; needs root).
     """
-    from metalfleet.testing import usage as areas
-
-    areas.note("sim host" if sim_hosts else "emulator")
-    cmd = [sys.executable, "-m", "metalfleet.testing.ec2", "--host", host, "--port", str(port), "--quiet",
-           "--parent-pid", str(os.getpid())]
-    if sim_hosts:
-        cmd.append("--sim-hosts")
-    if log_path:
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
-    else:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    line: list[bytes] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline() if proc.stdout else b""),
-                              daemon=True)
-    reader.start()
-    reader.join(timeout)
-    if not line or not line[0].startswith(b"LISTENING "):
-        proc.kill()
-        proc.wait()
-        raise RuntimeError(f"EC2 emulator did not start within {timeout:.0f}s (exit code {proc.returncode})")
-    emulator = Ec2Emulator(proc, host, int(line[0].split()[1]))
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            emulator.stats()
-            return emulator
-        except (OSError, RuntimeError):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                emulator.stop()
-                raise
-            time.sleep(0.05)
+    return Ec2Emulator.start(host, port, timeout=timeout, log_path=log_path, sim_hosts=sim_hosts)
 
 
 # ---------------------------------------------------------------------------------------------
-# Server side: fault switch and request log (WSGI middleware around moto).
+# Server side: EC2's errors for the kit's fault switch and middleware (around moto).
 # ---------------------------------------------------------------------------------------------
 def ec2_error_body(code: str, message: str, request_id: str) -> bytes:
     """The XML body EC2 answers an error with."""
@@ -300,266 +199,26 @@ def ec2_error_body(code: str, message: str, request_id: str) -> bytes:
             "</Response>").encode()
 
 
-@dataclass
-class _Script:
-    action: str | None
-    code: str
-    status: int = 400
-    message: str | None = None
-    after: int = 0
-    times: int = 1
-    seen: int = 0
+def _error_reply(code: str, message: str, status: int) -> ErrorBody:
+    return ErrorBody("text/xml", ec2_error_body(code, message, str(uuid.uuid4())))
 
 
-@dataclass
-class Faults:
-    throttle: float = 0.0
-    capacity: float = 0.0
-    server_error: float = 0.0
-    lost_response: float = 0.0
-    latency_ms: float = 0.0
-    seed: int | None = None
-    actions: set[str] | None = None
-    capacity_remaining: int | None = None
-    script: list[_Script] = field(default_factory=list)
-
-
-class FaultSwitch:
-    """Shared by the middleware and the RunInstances extension; one lock guards it."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.faults = Faults()
-        self.rng = random.Random()
-        self.local = threading.local()
-        self.clear_log()
-
-    def clear_log(self) -> None:
-        self.requests = 0
-        self.by_action: dict[str, int] = {}
-        self.injected: dict[str, int] = {}
-        self.log: list[dict[str, Any]] = []
-
-    def configure(self, raw: dict[str, Any]) -> None:
-        unknown = set(raw) - _FAULT_KEYS
-        if unknown:
-            raise ValueError(f"unknown fault setting(s): {sorted(unknown)}; known: {sorted(_FAULT_KEYS)}")
-        for key in ("throttle", "capacity", "server_error", "lost_response"):
-            if not 0.0 <= float(raw.get(key, 0.0)) <= 1.0:
-                raise ValueError(f"{key} must be a fraction between 0 and 1")
-        script = [_Script(action=s.get("action"), code=s["code"], status=int(s.get("status", 400)),
-                          message=s.get("message"), after=int(s.get("after", 0)), times=int(s.get("times", 1)))
-                  for s in raw.get("script", [])]
-        with self.lock:
-            self.faults = Faults(
-                throttle=float(raw.get("throttle", 0.0)), capacity=float(raw.get("capacity", 0.0)),
-                server_error=float(raw.get("server_error", 0.0)),
-                lost_response=float(raw.get("lost_response", 0.0)), latency_ms=float(raw.get("latency_ms", 0.0)),
-                seed=raw.get("seed"), actions=set(raw["actions"]) if raw.get("actions") else None,
-                capacity_remaining=raw.get("capacity_remaining"), script=script)
-            self.rng = random.Random(raw.get("seed"))
-
-    def count(self, what: str) -> None:
-        self.injected[what] = self.injected.get(what, 0) + 1
-
-    def decide(self, action: str) -> tuple[str, int, str] | None:
-        """An error to answer instead of calling moto, or None. Capacity is left to RunInstances."""
-        with self.lock:
-            f = self.faults
-            for s in f.script:
-                if s.action not in (None, action) or s.times == 0:
-                    continue
-                s.seen += 1
-                if s.seen <= s.after:
-                    continue
-                s.times -= 1 if s.times > 0 else 0
-                self.count(s.code)
-                return s.code, s.status, s.message or f"Injected {s.code} for {action}."
-            self.local.capacity = False
-            if f.actions is not None and action not in f.actions:
-                return None
-            if f.throttle and self.rng.random() < f.throttle:
-                self.count("RequestLimitExceeded")
-                return "RequestLimitExceeded", 503, "Request limit exceeded."
-            if f.server_error and self.rng.random() < f.server_error:
-                self.count("InternalError")
-                return "InternalError", 500, "An internal error has occurred."
-            if action == "RunInstances" and f.capacity and self.rng.random() < f.capacity:
-                self.local.capacity = True
-            return None
-
-    def lose_response(self, action: str) -> bool:
-        """After moto has done the work: drop its answer and say InternalError (the client cannot tell)."""
-        with self.lock:
-            f = self.faults
-            if not f.lost_response or (f.actions is not None and action not in f.actions):
-                return False
-            if self.rng.random() < f.lost_response:
-                self.count("LostResponse")
-                return True
-            return False
-
-    def take_capacity(self, count: int) -> bool:
-        """Called by RunInstances for a new purchase: False means answer InsufficientInstanceCapacity."""
-        with self.lock:
-            forced = bool(getattr(self.local, "capacity", False))
-            self.local.capacity = False
-            remaining = self.faults.capacity_remaining
-            if forced or (remaining is not None and remaining < count):
-                self.count("InsufficientInstanceCapacity")
-                return False
-            if remaining is not None:
-                self.faults.capacity_remaining = remaining - count
-            return True
-
-
-SWITCH = FaultSwitch()
-
-
-class Clock:
-    """(l) The time Capacity Block states are read at: real time, plus what a test advanced it by."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-
+#: What the faults answer: RequestLimitExceeded (503), InternalError (500; also a lost response), and
+#: InsufficientInstanceCapacity (RunInstances answers it itself, naming the zone).
+EC2_FAULTS = FaultCodes(throttle=Fault("RequestLimitExceeded", 503, "Request limit exceeded."),
+                        server_error=Fault("InternalError", 500, "An internal error has occurred."),
+                        capacity=Fault("InsufficientInstanceCapacity", 500, "Insufficient capacity."))
+SWITCH = FaultSwitch(EC2_FAULTS, capacity_actions={"RunInstances"})
+#: (l) The time Capacity Block states are read at: real time, plus what a test advanced it by.
 CLOCK = Clock()
+#: (h) instance id -> its VM-mode simulated host. Enabled by --sim-hosts.
+SIM = SimHosts(provider="aws")
 #: (n) Actions after which the simulated hosts' SSH source rules are computed again.
 SSH_RULE_ACTIONS = frozenset({"AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "RunInstances",
                               "TerminateInstances", "DeleteSecurityGroup", "ModifyNetworkInterfaceAttribute",
                               "ModifyInstanceAttribute", "StartInstances"})
 #: moto is not written for concurrent requests; calls into it are serialised (latency is not).
 MOTO_LOCK = threading.RLock()
-
-StartResponse = Callable[..., Any]
-
-
-class FaultMiddleware:
-    def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
-        self.app = app
-
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path.startswith(CONTROL_PREFIX):
-            return self._control(path[len(CONTROL_PREFIX):], environ, start_response)
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
-        environ["wsgi.input"] = io.BytesIO(body)
-        params = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        params.update(urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
-        action = params.get("Action")
-        if not action:  # not an EC2 query call (e.g. /moto-api)
-            with MOTO_LOCK:
-                return list(self.app(environ, start_response))
-        entry: dict[str, Any] = {"action": action, "params": params, "status": None}
-        with SWITCH.lock:
-            SWITCH.requests += 1
-            SWITCH.by_action[action] = SWITCH.by_action.get(action, 0) + 1
-            SWITCH.log.append(entry)
-            f = SWITCH.faults
-            latency = f.latency_ms if f.actions is None or action in f.actions else 0.0
-        if latency:
-            time.sleep(latency / 1000.0)
-        fault = SWITCH.decide(action)
-        if fault:
-            return self._error(entry, *fault, start_response)
-
-        captured: list[Any] = []
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            captured[:] = [status, headers, exc_info]
-            return lambda _data: None
-
-        with MOTO_LOCK:
-            started = time.perf_counter()
-            body_out = list(self.app(environ, capture))
-            entry["server_ms"] = round((time.perf_counter() - started) * 1000.0, 2)
-            if SIM.enabled and action in SSH_RULE_ACTIONS and captured and captured[0].startswith("200"):
-                sim_ssh_rules()
-        if SWITCH.lose_response(action):
-            return self._error(entry, "InternalError", 500, "An internal error has occurred.", start_response)
-        entry["status"] = int(captured[0].split()[0])
-        start_response(*captured)
-        return body_out
-
-    @staticmethod
-    def _error(entry: dict[str, Any], code: str, status: int, message: str,
-               start_response: StartResponse) -> Iterable[bytes]:
-        entry["status"] = status
-        payload = ec2_error_body(code, message, str(uuid.uuid4()))
-        start_response(f"{status} {_REASONS.get(status, 'Error')}",
-                       [("Content-Type", "text/xml"), ("Content-Length", str(len(payload)))])
-        return [payload]
-
-    def _control(self, what: str, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        method = environ.get("REQUEST_METHOD", "GET")
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            raw = json.loads(environ["wsgi.input"].read(length) or b"{}") if method == "POST" else {}
-            query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")))
-            result: Any
-            if what == "faults" and method == "POST":
-                SWITCH.configure(raw)
-                result = {"ok": True}
-            elif what == "reset" and method == "POST":
-                SWITCH.configure({})
-                with SWITCH.lock:
-                    SWITCH.clear_log()
-                CLOCK.offset = timedelta()
-                SIM.configure([])
-                if raw.get("state"):
-                    from moto.backends import get_backend
-
-                    with MOTO_LOCK:
-                        get_backend("ec2").reset()
-                        SIM.stop_all()
-                        SSH_BACKENDS.clear()
-                        SSH_APPLIED.clear()
-                result = {"ok": True}
-            elif what == "clock" and method == "POST":
-                CLOCK.offset += timedelta(seconds=float(raw.get("advance_seconds", 0)))
-                result = {"now": CLOCK.now().isoformat()}
-            elif what == "sim-hosts" and method == "GET":
-                result = SIM.listing()
-            elif what == "sim-hosts" and method == "POST":
-                SIM.configure(raw.get("rules", []))
-                result = {"ok": True}
-            elif what == "stats" and method == "GET":
-                with SWITCH.lock:
-                    result = {"requests": SWITCH.requests, "by_action": dict(SWITCH.by_action),
-                              "faults": dict(SWITCH.injected)}
-            elif what == "requests" and method == "GET":
-                with SWITCH.lock:
-                    result = [dict(e) for e in SWITCH.log if not query.get("action") or e["action"] == query["action"]]
-            else:
-                raise LookupError(f"no control endpoint {method} {CONTROL_PREFIX}{what}")
-            status, payload = "200 OK", json.dumps(result).encode()
-        except (ValueError, KeyError, TypeError) as exc:
-            status, payload = "400 Bad Request", json.dumps({"error": str(exc)}).encode()
-        except LookupError as exc:
-            status, payload = "404 Not Found", json.dumps({"error": str(exc)}).encode()
-        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
-        return [payload]
-
-
-_REASONS = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error", 503: "Service Unavailable"}
-
-
-# ---------------------------------------------------------------------------------------------
-# Server side: (h) a simulated GPU host per instance.
-# ---------------------------------------------------------------------------------------------
-HOST_KEYS_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
-HOST_KEYS_END = "-----END SSH HOST KEY KEYS-----"
-
-
-def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in top.items():
-        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def efa_fabric(offering: str, interfaces: Iterable[tuple[str | None, int]]) -> dict[str, Any] | None:
@@ -580,110 +239,6 @@ def efa_fabric(offering: str, interfaces: Iterable[tuple[str | None, int]]) -> d
                         and "efa" in (cards[card].get("InterfaceTypes") or [])})[:limit]
     gbps = float(cards[efa_cards[0]].get("BaselineBandwidthInGbps") or 0) if efa_cards else 0.0
     return {"kind": "efa", "nics": len(efa_cards), "nic_gbps": gbps}
-
-
-def console_text(address: str, host_key: str, booted: datetime) -> str:
-    """What an Ubuntu cloud image prints to the serial console at first boot (the parts that matter)."""
-    import base64
-
-    kind, blob = host_key.split()[:2]
-    digest = base64.b64encode(hashlib.sha256(base64.b64decode(blob)).digest()).decode().rstrip("=")
-    name = "ip-" + address.replace(".", "-")
-    stamp = booted.strftime("%a, %d %b %Y %H:%M:%S +0000")
-    return "\n".join([
-        "[    0.000000] Linux version 5.15.0-1051-aws (buildd@lcy02-amd64-020) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) "
-        "11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #56~22.04.1-Ubuntu SMP",
-        f"[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz-5.15.0-1051-aws root=PARTUUID={uuid.uuid4()} ro "
-        "console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1",
-        f"[    5.114410] cloud-init[512]: Cloud-init v. 23.4.4-0ubuntu0~22.04.1 running 'init' at {stamp}. "
-        "Up 5.08 seconds.",
-        f"[    5.190000] cloud-init[512]: ci-info: |  ens5  | True | {address} | 255.255.255.0 | global | . |",
-        "[    6.020000] cloud-init[512]: Generating public/private ed25519 key pair.",
-        f"[    6.030000] cloud-init[512]: The key fingerprint is: SHA256:{digest} root@{name}",
-        "<14>Dec  1 00:00:06 cloud-init: #############################################################",
-        "<14>Dec  1 00:00:06 cloud-init: -----BEGIN SSH HOST KEY FINGERPRINTS-----",
-        f"<14>Dec  1 00:00:06 cloud-init: 256 SHA256:{digest} root@{name} ({kind.removeprefix('ssh-').upper()})",
-        "<14>Dec  1 00:00:06 cloud-init: -----END SSH HOST KEY FINGERPRINTS-----",
-        "<14>Dec  1 00:00:06 cloud-init: #############################################################",
-        HOST_KEYS_BEGIN,
-        f"{kind} {blob} root@{name}",
-        HOST_KEYS_END,
-        f"[    7.480000] cloud-init[801]: Cloud-init v. 23.4.4-0ubuntu0~22.04.1 finished at {stamp}. "
-        "Datasource DataSourceEc2Local.  Up 7.47 seconds",
-        "",
-        f"Ubuntu 22.04.4 LTS {name} ttyS0",
-        "",
-        f"{name} login: ",
-    ]).replace("\n", "\r\n")
-
-
-class SimHosts:
-    """(h) instance id -> its VM-mode simulated host. One per server process; enabled by --sim-hosts."""
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.lock = threading.Lock()
-        self.hosts: dict[str, Any] = {}
-        self.consoles: dict[str, str] = {}  # kept after the host stops, as EC2 keeps a console
-        self.rules: list[dict[str, Any]] = []
-
-    def configure(self, rules: list[dict[str, Any]]) -> None:
-        for rule in rules:
-            if not isinstance(rule, dict) or set(rule) - {"tags", "config"} or not isinstance(rule.get("config"),
-                                                                                              dict):
-                raise ValueError(f"a sim-host rule is {{'tags': {{...}}, 'config': {{...}}}}, got {rule!r}")
-        with self.lock:
-            self.rules = [{"tags": dict(r.get("tags") or {}), "config": dict(r["config"])} for r in rules]
-
-    def boot(self, instance_id: str, offering: str, public_keys: list[str], tags: dict[str, str],
-             interfaces: Iterable[tuple[str | None, int]] = ()) -> Any:
-        from metalfleet.testing.hosts.vm import boot_vm_host
-
-        with self.lock:
-            config: dict[str, Any] = {}
-            for rule in self.rules:
-                if all(tags.get(k) == v for k, v in rule["tags"].items()):
-                    config = _merged(config, rule["config"])
-        index = tags.get("metalfleet:index", "0")
-        host = boot_vm_host(instance_id, authorized_keys=public_keys, offering=offering, provider="aws",
-                            config=config or None, index=int(index) if index.isdigit() else 0)
-        fabric = efa_fabric(offering, interfaces)
-        if fabric is not None and "fabric" not in config:  # the host's fi_info and NCCL answer from this
-            host.update_config(fabric=fabric)
-        with self.lock:
-            self.hosts[instance_id] = host
-            self.consoles[instance_id] = console_text(host.address, host.host_key, datetime.now(UTC))
-        return host
-
-    def get(self, instance_id: str) -> Any:
-        with self.lock:
-            return self.hosts.get(instance_id)
-
-    def stop(self, instance_id: str) -> None:
-        with self.lock:
-            host = self.hosts.pop(instance_id, None)
-        if host is not None:
-            host.stop()
-
-    def stop_all(self) -> None:
-        with self.lock:
-            hosts, self.hosts = list(self.hosts.values()), {}
-        threads = [threading.Thread(target=h.stop, daemon=True) for h in hosts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(15)
-
-    def listing(self) -> list[dict[str, Any]]:
-        with self.lock:
-            hosts = dict(self.hosts)
-        return [{"instance_id": i, "address": h.address, "port": h.port, "host_key": h.host_key,
-                 "offering": h.offering, "profile": h.fleet.profile, "sandbox": str(h.root),
-                 "running": bool(h.running and h.reaper)}
-                for i, h in sorted(hosts.items())]
-
-
-SIM = SimHosts()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -744,10 +299,8 @@ def _refresh_reservation(ext: _Ext, cr: dict[str, Any]) -> dict[str, Any]:
     return cr
 
 
-#: (n) instance id -> the moto EC2 backend holding it (for its simulated host's SSH rules), and the
-#: rules last applied to its host.
+#: (n) instance id -> the moto EC2 backend holding it (for its simulated host's SSH rules).
 SSH_BACKENDS: dict[str, Any] = {}
-SSH_APPLIED: dict[str, tuple[str, ...]] = {}
 
 
 def _live(instance: Any) -> bool:
@@ -779,17 +332,12 @@ def ssh_sources(backend: Any, instance: Any, port: int = 22) -> list[str]:
 
 def sim_ssh_rules() -> None:
     """(n) Apply to every simulated host the SSH sources its instance's groups allow now (if they changed)."""
-    with SIM.lock:
-        hosts = dict(SIM.hosts)
-    for instance_id, host in hosts.items():
+    def sources_for(instance_id: str, host: Any) -> list[str] | None:
         backend = SSH_BACKENDS.get(instance_id)
         instance = backend.get_instance_by_id(instance_id) if backend is not None else None
-        if not _live(instance):
-            continue
-        sources = tuple(ssh_sources(backend, instance, int(getattr(host, "port", 22))))
-        if SSH_APPLIED.get(instance_id) != sources:
-            host.set_ssh_allow(list(sources))
-            SSH_APPLIED[instance_id] = sources
+        return ssh_sources(backend, instance, int(host.port)) if _live(instance) else None
+
+    SIM.apply_ssh_rules(sources_for)
 
 
 def install_extensions() -> None:
@@ -1088,7 +636,7 @@ def install_extensions() -> None:
                 attached = [(getattr(n, "interface_type", None), int(getattr(n, "network_card_index", 0) or 0))
                             for n in inst.network_interfaces]
                 host = SIM.boot(inst.id, instance_type, public_keys, dict(self.ec2_backend.tags.get(inst.id, {})),
-                                attached)
+                                fabric=efa_fabric(instance_type, attached))
             except Exception as exc:  # the launch fails as a whole, as a failed launch does on AWS
                 for other in instances:
                     other.terminate()
@@ -1188,8 +736,7 @@ def install_extensions() -> None:
 
     def get_console_output(self: Any) -> Any:
         instance_id = self._get_param("InstanceId")
-        with SIM.lock:
-            text = SIM.consoles.get(instance_id)
+        text = SIM.console(instance_id)
         if text is None:
             return original_console(self)
         instance = self.ec2_backend.get_instance(instance_id)
@@ -1200,25 +747,17 @@ def install_extensions() -> None:
 
     def stop(self: Any) -> Any:
         previous = original_stop(self)
-        host = SIM.get(self.id)
-        if host is not None:
-            host.power_off()
+        SIM.power_off(self.id)
         return previous
 
     def start(self: Any) -> Any:
         previous = original_start(self)
-        host = SIM.get(self.id)
-        if host is not None and not host.reaper:
-            host.power_on(boot=True)
-            host.wait_listening()
+        SIM.power_on(self.id)
         return previous
 
     def reboot(self: Any) -> None:
         original_reboot(self)
-        host = SIM.get(self.id)
-        if host is not None and host.reaper and not host.rebooting:
-            host.rebooting = True
-            threading.Thread(target=host.reboot_now, daemon=True).start()
+        SIM.reboot(self.id)
 
     # -- (c) NICs on every network card --------------------------------------------------------
     original_prep = Instance.prep_nics
@@ -1269,7 +808,6 @@ def install_extensions() -> None:
         previous = original_terminate(self)
         SIM.stop(self.id)
         SSH_BACKENDS.pop(self.id, None)
-        SSH_APPLIED.pop(self.id, None)
         for eni in getattr(self, "card_nics", []):
             eni.stop()
             if eni.delete_on_termination:
@@ -1329,80 +867,40 @@ def install_extensions() -> None:
     Attachment.__init__ = attachment_init  # type: ignore[method-assign]
 
 
+
 # ---------------------------------------------------------------------------------------------
 # Entry point.
 # ---------------------------------------------------------------------------------------------
-def _exit() -> NoReturn:
-    SIM.stop_all()
-    sys.stderr.flush()
-    os._exit(0)
+def _after_call(action: str, status: int) -> None:
+    if SIM.enabled and action in SSH_RULE_ACTIONS and status == 200:
+        sim_ssh_rules()
 
 
-def _watch_parent(pid: int) -> None:
-    """Exit when the process that started us is gone, so a killed test run leaves no server behind."""
-    while True:
-        time.sleep(1.0)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            _exit()
-        except PermissionError:
-            pass
+def _reset_state() -> None:
+    from moto.backends import get_backend
+
+    get_backend("ec2").reset()
+    SSH_BACKENDS.clear()
 
 
 def build_app() -> FaultMiddleware:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     install_extensions()
-    return FaultMiddleware(DomainDispatcherApplication(create_backend_app))
-
-
-@contextlib.contextmanager
-def _server(host: str, port: int, quiet: bool) -> Iterator[Any]:
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
-    from werkzeug.serving import make_server
-
-    if quiet:
-        import logging
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = make_server(host, port, build_app(), threaded=True, request_handler=MotoRequestHandler)
-    try:
-        yield server
-    finally:
-        server.server_close()
+    return FaultMiddleware(DomainDispatcherApplication(create_backend_app), switch=SWITCH,
+                           error_body=_error_reply, clock=CLOCK, sim_hosts=SIM, lock=MOTO_LOCK,
+                           after_call=_after_call, reset_state=_reset_state)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=5055)
-    parser.add_argument("--quiet", action="store_true", help="no request log")
-    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process exits")
-    parser.add_argument("--sim-hosts", action="store_true",
-                        help="boot a simulated GPU host per instance (extension h; needs root)")
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    parser = server_parser(__doc__.split("\n\n")[0] if __doc__ else None, default_port=5055,
+                           sim_hosts_help="boot a simulated GPU host per instance (extension h; needs root)")
     args = parser.parse_args(argv)
     os.environ.setdefault("MOTO_PORT", str(args.port))
-    if args.sim_hosts:
-        if os.geteuid() != 0:
-            parser.error("--sim-hosts needs root (the simulated hosts' namespaces and mounts)")
-        import metalfleet.testing.hosts.vm  # noqa: F401  (fail now, not at the first launch)
-
-        SIM.enabled = True
-    # Nothing here outlives the process, and tearing moto's tables down takes seconds: exit at once,
-    # after stopping the simulated hosts (they would die with us, but leave their folders behind).
-    signal.signal(signal.SIGTERM, lambda *_: _exit())
-    if args.parent_pid:
-        threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
-    with _server(args.host, args.port, args.quiet) as server:
-        port = server.server_port
-        print(f"LISTENING {port}", flush=True)
-        if not args.quiet:
-            print(f"EC2 emulator on http://{args.host}:{port} (control: {CONTROL_PREFIX}faults, reset, stats, "
-                  "requests); Ctrl-C stops it", file=sys.stderr, flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            server.serve_forever()
-    _exit()
+    return run_server(parser, args, build_app, title="EC2 emulator", sim_hosts=SIM,
+                      request_handler=MotoRequestHandler)
 
 
 if __name__ == "__main__":
