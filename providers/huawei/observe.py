@@ -1,0 +1,207 @@
+"""Reading servers back: BMS's answers -> neutral Nodes, the state table, lookups by tag and waiting.
+
+BMS lists a server's tags as ``key=value`` strings (``ServerDetails.tags``), and ListBareMetalServers'
+``tags`` filter answers the servers whose tags hold that string; the driver filters again by the parsed tags,
+so a looser match never adds a node. Deleted servers are not listed (only an administrator may list
+``DELETED``), but reading one by id answers it as DELETED for a while after, as Nova does.
+
+BMS offers no console log through its API, so there are no host keys from the console: bootstrap pins a
+node's key from known_hosts or at first contact (``ssh.pin_on_first_contact``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..contract import OrderProgress
+from ..errors import NotFoundError, OperationTimeout, ProviderError
+from ..models import Node, NodeState
+from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
+from .errors import PROVIDER, boundary
+
+__all__ = ["STATE_TABLE", "Observer", "node_from_server", "parse_tags"]
+
+#: BMS server status -> neutral state; anything else is UNKNOWN. (BMS API reference, server status values:
+#: ACTIVE, BUILD, ERROR, HARD_REBOOT, REBOOT, REBUILD, SHUTOFF, DELETED.)
+STATE_TABLE: Mapping[str, NodeState] = {
+    "BUILD": NodeState.PENDING,
+    "REBUILD": NodeState.PENDING,
+    "REBOOT": NodeState.PENDING,
+    "HARD_REBOOT": NodeState.PENDING,
+    "ACTIVE": NodeState.RUNNING,
+    "SHUTOFF": NodeState.STOPPED,
+    "ERROR": NodeState.ERROR,
+    "DELETED": NodeState.TERMINATED,
+}
+#: Servers per ListBareMetalServers page (the API's maximum).
+PAGE = 1000
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def parse_tags(tags: Sequence[str] | None) -> dict[str, str]:
+    """``["k=v", ...]`` (ServerDetails.tags) -> ``{k: v}``; system tags without a value (``__type_baremetal``)
+    are left out."""
+    out: dict[str, str] = {}
+    for item in tags or []:
+        key, sep, value = str(item).partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def node_from_server(server: Any, region: str) -> Node:
+    """The Node for one ServerDetails (ShowBaremetalServerDetails / ListBareMetalServers)."""
+    tags = parse_tags(_get(server, "tags"))
+    private_ip = public_ip = None
+    vpc_id = None
+    for vpc, entries in (_get(server, "addresses") or {}).items():
+        for entry in entries or []:
+            kind = _get(entry, "os_ext_ip_stype")
+            if str(_get(entry, "version")) != "4":
+                continue
+            if kind == "floating" and public_ip is None:
+                public_ip = _get(entry, "addr")
+            elif kind != "floating" and private_ip is None:
+                private_ip, vpc_id = _get(entry, "addr"), vpc
+    flavor = _get(server, "flavor")
+    metadata = _get(server, "metadata")
+    status = _get(server, "status")
+    extra: dict[str, Any] = {
+        "idempotency_key": tags.get(TAG_KEY),
+        "bms_status": status,
+        "vpc_id": vpc_id or (_get(metadata, "vpc_id") if metadata is not None else None),
+        "image": _get(_get(server, "image"), "id") if _get(server, "image") is not None else None,
+        "charging_mode": _get(metadata, "charging_mode") if metadata is not None else None,
+        "key_name": _get(server, "key_name"),
+    }
+    fault = _get(server, "fault")
+    if fault is not None and _get(fault, "message"):
+        extra["state_reason"] = str(_get(fault, "message"))
+    return Node(
+        id=str(_get(server, "id")),
+        provider=PROVIDER,
+        region=region,
+        state=NodeState.map(STATE_TABLE, status),
+        offering=str(_get(flavor, "id") or _get(flavor, "name") or "") if flavor is not None else "",
+        zone=_get(server, "os_ext_a_zavailability_zone"),
+        private_ip=private_ip,
+        public_ip=public_ip,
+        name=tags.get(TAG_NAME) or _get(server, "name"),
+        tags=tags,
+        extra=extra,
+    )
+
+
+class Observer:
+    """Reads servers for one driver and keeps the last full view of each (``seen``)."""
+
+    def __init__(self, bms: Callable[[], Any], region: str) -> None:
+        self._bms = bms
+        self.region = region
+        self._lock = threading.Lock()
+        self.seen: dict[str, Node] = {}
+
+    def remember(self, node: Node) -> Node:
+        with self._lock:
+            self.seen[node.id] = node
+        return node
+
+    def get(self, node_id: str) -> Node:
+        """ShowBaremetalServerDetails (ListBareMetalServerDetails in the SDK); NotFoundError when BMS does not
+        know the id."""
+        from huaweicloudsdkbms.v1 import ListBareMetalServerDetailsRequest
+
+        with boundary("ShowBaremetalServerDetails"):
+            resp = self._bms().list_bare_metal_server_details(ListBareMetalServerDetailsRequest(server_id=node_id))
+        server = _get(resp, "server")
+        if server is None:
+            raise NotFoundError(f"server {node_id} not found in {self.region}", provider=PROVIDER, code="NotFound")
+        return self.remember(node_from_server(server, self.region))
+
+    def by_tag(self, key: str, value: str) -> list[Node]:
+        """Every listed (not deleted) server tagged ``key=value``: ListBareMetalServers, page by page."""
+        from huaweicloudsdkbms.v1 import ListBareMetalServersRequest
+
+        nodes: list[Node] = []
+        page = 1
+        while True:
+            with boundary("ListBareMetalServers"):
+                resp = self._bms().list_bare_metal_servers(ListBareMetalServersRequest(
+                    tags=f"{key}={value}", limit=PAGE, offset=page))
+            servers = _get(resp, "servers") or []
+            for server in servers:
+                node = node_from_server(server, self.region)
+                if node.tags.get(key) == value and node.state != NodeState.TERMINATED:
+                    nodes.append(self.remember(node))
+            total = int(_get(resp, "count") or 0)
+            if len(servers) < PAGE or page * PAGE >= total:
+                return nodes
+            page += 1
+
+    def list_nodes(self, cluster: str) -> list[Node]:
+        nodes = self.by_tag(TAG_CLUSTER, cluster)
+        return sorted(nodes, key=lambda n: (n.tags.get(TAG_INDEX, "").zfill(8), n.id))
+
+    def by_key(self, key: str) -> Node | None:
+        """The live server ordered with idempotency key ``key`` (its ``metalfleet:key`` tag), or None."""
+        found = self.by_tag(TAG_KEY, key)
+        return min(found, key=lambda n: n.id) if found else None
+
+    def states(self, ids: Sequence[str]) -> dict[str, Node]:
+        """Each server read now (ShowBaremetalServerDetails, a few at a time); a server BMS does not know is
+        left out."""
+        def read(node_id: str) -> Node | None:
+            try:
+                return self.get(node_id)
+            except NotFoundError:
+                return None
+
+        if len(ids) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(ids))) as pool:
+                found = list(pool.map(read, ids))
+        else:
+            found = [read(i) for i in ids]
+        return {n.id: n for n in found if n is not None}
+
+    def wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
+             progress: OrderProgress | None = None) -> list[Node]:
+        """Poll every ``poll`` seconds until every server is in ``state``. Waiting for RUNNING fails at once
+        when a server goes to ERROR or is deleted; waiting for TERMINATED counts an unknown server as gone."""
+        deadline = time.monotonic() + timeout
+        ids = list(dict.fromkeys(node_ids))
+        while True:
+            now = self.states(ids)
+            nodes = []
+            for i in ids:
+                if i in now:
+                    nodes.append(now[i])
+                else:
+                    gone = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
+                    known = self.seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=gone,
+                                                     offering="")
+                    nodes.append(dataclasses.replace(known, state=gone))
+            if progress:
+                progress(nodes)
+            if all(n.state == state for n in nodes):
+                return nodes
+            if state == NodeState.RUNNING:
+                dead = [n for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
+                if dead:
+                    why = "; ".join(f"{n.id} is {n.extra.get('bms_status') or n.state.value}"
+                                    + (f" ({n.extra['state_reason']})" if n.extra.get("state_reason") else "")
+                                    for n in dead)
+                    raise ProviderError(f"waiting for running: {why}", provider=PROVIDER, code="ServerFailed")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                waiting = [n.id for n in nodes if n.state != state]
+                raise OperationTimeout(f"servers {waiting} not {state.value} after {timeout:.0f}s",
+                                       provider=PROVIDER)
+            time.sleep(min(poll, remaining))
