@@ -2,6 +2,7 @@
 
 * ``fake``: FakeDriver with file-backed state in the test's tmp dir (so a child process shares it).
 * ``aws``: AwsDriver against the EC2 emulator over HTTP (one emulator per session/xdist worker).
+* ``huawei``: HuaweiDriver against the BMS emulator over HTTP, signatures checked (one per session/worker).
 
 The harness hides only how each provider is set up and how its faults are switched on; the tests
 then talk to the driver through the ComputeDriver protocol alone.
@@ -21,6 +22,7 @@ from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.testing.ec2 import Ec2Emulator
+from metalfleet.testing.kit import EmulatorClient
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,
@@ -30,6 +32,13 @@ from tests.emulators.fixtures import (
     ec2_client,
     ec2_emulator,  # noqa: F401  (fixture)
     ec2_emulator_session,  # noqa: F401  (fixture)
+)
+from tests.emulators.huawei_fixtures import ZONE as HUAWEI_ZONE
+from tests.emulators.huawei_fixtures import (
+    huawei_driver,
+    huawei_emulator,  # noqa: F401  (fixture)
+    huawei_emulator_session,  # noqa: F401  (fixture)
+    huawei_spec_data,
 )
 
 
@@ -56,9 +65,15 @@ class Harness:
     cluster: str
     zone: str
     tmp: Path
-    emulator: Ec2Emulator | None = None
+    emulator: EmulatorClient | None = None
     subnet: str | None = None
     drivers: list[ComputeDriver] = field(default_factory=list)
+    #: The provider's throttling error code, the call that buys a node, the calls planning may make, and how
+    #: many shared resources the driver makes per cluster (AWS: its security and placement group).
+    throttle_code: str = "RequestLimitExceeded"
+    create_action: str = "RunInstances"
+    read_actions: frozenset[str] = frozenset({"DescribeInstanceTypes", "DescribeSubnets"})
+    shared_resources: int = 2
 
     # -- drivers -------------------------------------------------------------------------
     def driver(self, *, throttle: float = 0.0, capacity: int | None = None, seed: int = 7) -> ComputeDriver:
@@ -74,7 +89,8 @@ class Harness:
             if capacity is not None:
                 faults.update(capacity_remaining=capacity)
             self.emulator.set_faults(**faults)
-            d = AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02)
+            d = (huawei_driver(self.emulator) if self.kind == "huawei"
+                 else AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02))
         self.drivers.append(d)
         return d
 
@@ -87,6 +103,10 @@ class Harness:
         if self.kind == "fake":
             return {"kind": "fake", "region": "local-1", "state_path": str(self.tmp / "fake-cloud.json")}
         assert self.emulator is not None
+        if self.kind == "huawei":
+            d = huawei_driver(self.emulator)
+            return {"kind": "huawei", "region": d.region, "project_id": d.project_id, "endpoint": d.endpoint,
+                    "poll": d.poll, "lost_answer_grace": d.lost_answer_grace}
         return {"kind": "aws", "region": REGION, "endpoint_url": self.emulator.url, "poll": 0.02}
 
     def api_calls(self, driver: ComputeDriver) -> int:
@@ -105,8 +125,8 @@ class Harness:
         """What the provider holds that was made for ``cluster`` besides its nodes, as the cloud itself lists
         it (not the driver): AWS, the security and placement groups tagged metalfleet:cluster; the fake
         makes nothing of the kind."""
-        if self.kind == "fake":
-            return []
+        if self.kind in ("fake", "huawei"):
+            return []  # the Huawei driver makes nothing per cluster: the spec names its VPC, subnet and groups
         assert self.emulator is not None
         ec2 = ec2_client(self.emulator)
         mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
@@ -119,6 +139,8 @@ class Harness:
         if self.kind == "fake":
             data: dict[str, Any] = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
                                     "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
+        elif self.kind == "huawei":
+            data = huawei_spec_data(name or self.cluster, count, self.zone)
         else:
             data = {"name": name or self.cluster, "provider": "aws", "region": REGION, "zone": self.zone,
                     "offering": "p4de.24xlarge", "count": count, "image": IMAGE,
@@ -137,11 +159,18 @@ def policy() -> CountingPolicy:
     return CountingPolicy()
 
 
-@pytest.fixture(params=["fake", "aws"])
+@pytest.fixture(params=["fake", "aws", "huawei"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     cluster = _cluster_name(request.node.nodeid)
     if request.param == "fake":
         yield Harness("fake", cluster, "local-1a", tmp_path)
+        return
+    if request.param == "huawei":
+        bms = request.getfixturevalue("huawei_emulator")
+        yield Harness("huawei", cluster, HUAWEI_ZONE, tmp_path, emulator=bms, throttle_code="APIGW.0308",
+                      create_action="CreateBareMetalServers",
+                      read_actions=frozenset({"ListBaremetalFlavorDetailExtends"}), shared_resources=0)
+        bms.set_faults()
         return
     emulator: Ec2Emulator = request.getfixturevalue("ec2_emulator")
     h = Harness("aws", cluster, ZONE, tmp_path, emulator=emulator, subnet=default_subnet(emulator))
