@@ -87,10 +87,10 @@ def translate(code: str, message: str, status: int, action: str, *, request_id: 
         return InvalidSpecError(text, field=field, **kw)
     if status == 404:
         return NotFoundError(text, **kw)
-    if code in INVALID or (400 <= status < 500 and status != 409):
-        return InvalidSpecError(text, **kw)
     if code in TRANSIENT or status >= 500:
         return TransientError(text, **kw)
+    if code in INVALID or (400 <= status < 500 and status != 409):
+        return InvalidSpecError(text, **kw)
     return ProviderError(text, **kw)
 
 

@@ -39,7 +39,9 @@ What it does as the service does:
     ``key=value`` strings, ListBareMetalServers' ``tags`` filter (servers whose tags hold the string), ``name``
     (substring), ``status``, ``flavor``, and pagination by ``limit`` / ``offset`` (the page number, from 1).
 (e) The kit's fault switch (throttle answers ``APIGW.0308`` 429, server errors ``BMS.9999`` 500, capacity the
-    sold-out refusal, lost responses a 500 after the work was done) and control endpoint.
+    sold-out refusal, lost responses a 500 after the work was done) and control endpoint, plus ``fail_jobs``
+    (a message): create jobs taken from then on FAIL when they end (``BMS.0006`` and that reason, per sub-job too)
+    and their servers go to ERROR with it as their ``fault``.
 (f) Simulated hosts (``--sim-hosts``; needs root): a VM-mode host per server, for its flavor (Ascend flavors get
     the ``ascend-910b`` host, whose npu-smi / hccn_tool answer from its simulated hardware), whose ``ubuntu``
     login takes the server's key pair; the server's fixed IP is the host's address.
@@ -188,7 +190,7 @@ SWITCH = FaultSwitch(FaultCodes(
                                       "limit:20,time:1 second"),
     server_error=Fault("BMS.9999", 500, "Internal server error."),
     capacity=Fault("BMS.0006", 400, "Fail to operate baremetal server: sold out.")),
-    capacity_actions={"CreateBareMetalServers"})
+    capacity_actions={"CreateBareMetalServers"}, extra_keys={"fail_jobs"})
 CLOCK = Clock()
 SIM = SimHosts(provider="huawei")
 LOCK = threading.RLock()
@@ -251,10 +253,11 @@ def identify(environ: dict[str, Any], body: bytes) -> tuple[str, dict[str, Any]]
     }
     action = table.get((method, "/".join(parts)))
     if action is None and parts[0] == "jobs" and len(parts) == 2 and method == "GET":
-        action = "ShowJobInfos"
+        action, params["job_id"] = "ShowJobInfos", parts[1]
     elif action is None and parts[0] == "baremetalservers" and len(parts) == 2 and method == "GET":
-        action = "ShowBaremetalServerDetails"
+        action, params["server_id"] = "ShowBaremetalServerDetails", parts[1]
     elif action is None and parts[0] == "baremetalservers" and parts[2:] == ["tags", "action"]:
+        params["server_id"] = parts[1]
         action = ("BatchDeleteBaremetalServerTags" if isinstance(doc, dict) and doc.get("action") == "delete"
                   else "BatchCreateBaremetalServerTags")
     elif action is None and parts[0] == "baremetalservers" and parts[2:] == ["tags"] and method == "GET":
@@ -267,12 +270,21 @@ def _advance() -> None:
     now = CLOCK.time()
     for job in STATE.jobs.values():
         if job["status"] == "RUNNING" and now >= job["done_at"]:
-            job["status"] = "SUCCESS"
+            failure = job.get("fail")
+            job["status"] = "FAIL" if failure else "SUCCESS"
             job["end_time"] = _now_iso()
+            if failure:
+                job["error_code"], job["fail_reason"] = "BMS.0006", failure
             for sub in job["sub_jobs"]:
-                sub["status"], sub["end_time"] = "SUCCESS", job["end_time"]
+                sub["status"], sub["end_time"] = job["status"], job["end_time"]
                 server = STATE.servers.get(sub["entities"]["server_id"])
                 if server is None:
+                    continue
+                if failure:
+                    sub["error_code"], sub["fail_reason"] = "BMS.0006", failure
+                    server.update({"status": "ERROR", "OS-EXT-STS:vm_state": "error", "OS-EXT-STS:task_state": "",
+                                   "fault": {"message": failure, "code": 500, "details": "",
+                                             "created": _now_iso()}, "updated": _now_iso()})
                     continue
                 if job["job_type"] == "baremetalBatchCreate" and server["status"] == "BUILD":
                     server.update({"status": "ACTIVE", "OS-EXT-STS:vm_state": "active",
@@ -398,6 +410,9 @@ def _create(doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         STATE.servers[sid] = record
         ids.append(sid)
     job = _new_job("baremetalBatchCreate", ids)
+    fail = SWITCH.faults.extra.get("fail_jobs")
+    if fail:
+        job["fail"] = str(fail)
     answer: dict[str, Any] = {"job_id": job["job_id"]}
     if prepaid:
         answer["order_id"] = "CS" + uuid.uuid4().hex[:18].upper()
@@ -497,7 +512,7 @@ def api(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
                 job = STATE.jobs.get(parts[1])
                 if job is None:
                     raise Refusal("BMS.0001", f"Fail to parse request, reason: job {parts[1]} does not exist.", 404)
-                payload = {k: v for k, v in job.items() if k not in ("done_at", "sub_jobs")}
+                payload = {k: v for k, v in job.items() if k not in ("done_at", "sub_jobs", "fail")}
                 payload["entities"] = {"sub_jobs_total": len(job["sub_jobs"]), "sub_jobs": job["sub_jobs"]}
             elif method == "GET" and parts[0] == "baremetalservers" and len(parts) == 2:
                 server = STATE.servers.get(parts[1])

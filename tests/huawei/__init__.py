@@ -1,0 +1,1 @@
+"""Huawei BMS driver and emulator tests (over HTTP, signatures checked)."""
