@@ -188,7 +188,8 @@ _MPI = ('[ -r "$1" ] && . "$1"; B="$2"; H="$3"; case "$H" in "~/"*) H="$HOME/${H
         'export NCCL_DEBUG=INFO; '
         'exec "$M" $R -np "$NP" -N "$PN" --hostfile "$H" $X $A "$B" "$@"')
 _HCCL = ('B="$1"; M="$2"; N="$3"; shift 3; [ -x "$B" ] || { echo "hccl_test not found at $B" >&2; exit 127; }; '
-         'exec "$M" -n "$N" "$B" -p "$N" "$@"')
+         'R=""; [ "$(id -u)" = 0 ] && R="--allow-run-as-root"; '
+         'exec "$M" $R -n "$N" "$B" -p "$N" "$@"')
 
 _GPU_CHECKS = ("gpu-count", "gpu-model", "gpu-memory", "gpu-ecc", "gpu-memory-health", "gpu-persistence",
                "gpu-fabric-state")

@@ -22,12 +22,13 @@ from ..catalog import load_catalog
 from ..contract import OrderProgress
 from ..errors import AuthError, InvalidSpecError, NotFoundError, OperationTimeout, TransientError
 from ..models import Node, NodeSpec, NodeState, Offering
+from ..tags import TAG_ACCEPTANCE_REASON
 from .errors import PROVIDER, boundary
 from .jobs import follow_job
 from .observe import Observer
 from .offerings import Flavors
 from .request import create_request, server_name
-from .validation import check_tags, validate_node_spec
+from .validation import check_tags, tag_text, validate_node_spec
 
 __all__ = ["HuaweiDriver"]
 
@@ -215,10 +216,13 @@ class HuaweiDriver:
     # -- tags ------------------------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
         """Add or overwrite ``tags`` on the server (BatchCreateBaremetalServerTags; its other tags are kept);
-        NotFoundError for an unknown server."""
+        NotFoundError for an unknown server. The acceptance gate's reason (free text) is written in the characters
+        Huawei allows in a tag value, cut to 255; every other tag is checked as at order time."""
         from huaweicloudsdkbms.v1 import BatchCreateBaremetalServerTagsRequest
 
         pairs = {str(k): str(v) for k, v in tags.items()}
+        if TAG_ACCEPTANCE_REASON in pairs:  # the gate's free text, in the characters Huawei allows in a tag
+            pairs[TAG_ACCEPTANCE_REASON] = tag_text(pairs[TAG_ACCEPTANCE_REASON])
         check_tags(pairs, count=False)
         if not pairs:
             self.get(node_id)

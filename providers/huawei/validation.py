@@ -16,7 +16,7 @@ from ..tags import ACCEPTANCE_TAGS, NODE_TAGS
 from .errors import PROVIDER
 from .request import USER_DATA_MAX, VOLUME_TYPES, charging, node_tags, server_name
 
-__all__ = ["MAX_TAGS", "check_billing", "check_tags", "tag_problems", "validate_node_spec"]
+__all__ = ["MAX_TAGS", "check_billing", "check_tags", "tag_problems", "tag_text", "validate_node_spec"]
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _KEY_PAIR = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -59,6 +59,12 @@ def tag_problems(tags: Mapping[str, str], *, count: bool = True) -> list[tuple[s
             out.append(("tags", str(len(tags)), f"{len(tags)} tags, {total} with metalfleet's own "
                                                 f"({', '.join(sorted(own))}); Huawei allows {MAX_TAGS} per server"))
     return out
+
+
+def tag_text(text: str) -> str:
+    """Free text as a tag value Huawei takes: each character it does not allow becomes a space, then at most
+    255 characters."""
+    return "".join(c if c.isalnum() or c in _TAG_CHARS else " " for c in text)[:255]
 
 
 def check_tags(tags: Mapping[str, str], *, count: bool = True) -> None:

@@ -147,7 +147,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "ascend-910b": {
         "provider": "huawei", "offering": "physical.kat2e.48xlarge.8.313t",
-        "config": {"gpu": {"vendor": "ascend", "count": 8, "model": "Ascend 910B3"},
+        "config": {"gpu": {"vendor": "ascend", "count": 8, "model": "Ascend 910B3", "hccs_link_gbs": 56},
                    "nvme": {"count": 4, "size": 3576 * GIB, "model": "HWE52P433T8M002N", "root_model": "EVS"},
                    "fixtures": {"npu-smi": "ascend/npu-smi-info-8x-910b3-device-table.txt",
                                 "npu-smi-topo": "ascend/npu-smi-info-t-topo-8x-910b3-hccs.txt"},

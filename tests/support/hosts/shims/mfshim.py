@@ -542,7 +542,39 @@ def cmd_hccn_tool(args: list[str]) -> int:
         if "-ip" in args and "-s" in args:
             st["hccn"][nic] = [args[args.index("address") + 1], args[args.index("netmask") + 1]]
             return 0
+        configured = bool(st["hccn"].get(nic))
+    fab = load_config().get("fabric") or {}
+    if not nic.isdigit() or int(nic) >= int(fab.get("nics") or 0):
+        err(f"hccn_tool: device id {nic} is invalid")
+        return 1
+    if "-status" in args and "-g" in args:
+        out(hccn_status(int(nic), int(fab.get("nic_gbps") or 0)))
+    elif "-link" in args and "-g" in args:
+        out("link status: UP\n")
+    elif "-net_health" in args and "-g" in args:
+        out(f"net health status: {'Success' if configured else 'Init'}\n")
     return 0
+
+
+def hccn_status(nic: int, gbps: int) -> str:
+    """``hccn_tool -i N -status -g`` for NPU NIC ``nic`` at ``gbps``: the ethtool settings block of the captured
+    fixtures/ascend/hccn-tool-i3-status-g.txt (a 200GE port), with this NIC's name and speed."""
+    modes = ["40000baseCR4/Full", "40000baseSR4/Full", "40000baseLR4/Full", "25000baseCR/Full", "25000baseSR/Full",
+             "50000baseCR2/Full", "100000baseSR4/Full", "100000baseCR4/Full", "100000baseLR4_ER4/Full",
+             "50000baseSR2/Full", "1000baseX/Full", "10000baseCR/Full", "10000baseSR/Full", "10000baseLR/Full",
+             "50000baseLR_ER_FR/Full", "200000baseSR4/Full", "200000baseLR4_ER4_FR4/Full", "200000baseCR4/Full"]
+    lines = [f"Netdev status:Settings for eth{nic}:", "        Supported ports: [ FIBRE ]",
+             f"        Supported link modes:   {modes[0]}",
+             *(f"                                {m}" for m in modes[1:]),
+             "        Supported pause frame use: Symmetric", "        Supports auto-negotiation: No",
+             "        Supported FEC modes: None        RS", "        Advertised link modes:  Not reported",
+             "        Advertised pause frame use: No", "        Advertised auto-negotiation: No",
+             "        Advertised FEC modes: None       RS", f"        Speed: {gbps * 1000}Mb/s",
+             "        Duplex: Full", "        Auto-negotiation: off", "        Port: Direct Attach Copper",
+             "        PHYAD: 0", "        Transceiver: internal",
+             "        Current message level: 0x00000036 (54)", "                               probe link ifdown ifup",
+             f"        Link detected: {'yes' if gbps else 'no'}"]
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -1218,6 +1250,78 @@ def cmd_mpirun(args: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# hccl_test (CANN's HCCL Performance Tester): generated from the simulated NPUs and the actual arguments
+#
+# The output is the tester's result table as CANN documents it (hiascend.com, "HCCL Performance Tester: Result
+# Description": data_size per NPU in bytes, aveg_time in us, alg_bandwidth in GB/s (algorithm bandwidth),
+# check_result success/failed/NULL), one row per size from -b to -e by factor -f, for the ranks mpirun started
+# (-p NPUs per node). Bandwidth model: the NPUs of a node are a full HCCS mesh, each with (ranks - 1) links of
+# config.json ``gpu.hccs_link_gbs`` GB/s; peak bus bandwidth = links x link GB/s x E_HCCS, E_HCCS = 0.80 (an
+# assumption: no hccl_test capture exists here), algbw = busbw / (2(n-1)/n); a latency of 20 us (assumption)
+# ramps small sizes. Rows wobble by +-0.6%, deterministic per host and size.
+
+HCCL_TESTS = ("all_reduce_test", "all_gather_test", "reduce_scatter_test", "broadcast_test", "alltoall_test")
+#: Only all_reduce_test answers (the acceptance gate runs it); the others say they are not simulated.
+E_HCCS = 0.80
+HCCL_LATENCY_US = 20.0
+_HCCL_DTYPES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "fp16": 2, "fp32": 4, "bfp16": 2, "uint8": 1,
+                "uint16": 2, "uint32": 4, "uint64": 8, "fp64": 8}
+
+
+def cmd_mf_hccl_test(args: list[str]) -> int:
+    """``mf-hccl-test <test> args...``: what the hccl_test binaries CANN installs exec."""
+    if not args:
+        return 127
+    test, argv = args[0], args[1:]
+    if test != "all_reduce_test":
+        err(f"{test}: only all_reduce_test is simulated on this host")
+        return 1
+    st, cfg = read_state(), load_config()
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        if argv[i].startswith("-") and i + 1 < len(argv):
+            opts[argv[i].lstrip("-")] = argv[i + 1]
+            i += 2
+        else:
+            err(f"hccl_test: unknown argument {argv[i]}")
+            return 1
+    if not st["installed"].get("ascend-driver"):
+        err("hccl_test: aclInit failed: the NPU driver is not installed (ret 100003)")
+        return 1
+    gpu = cfg.get("gpu") or {}
+    npus = int(gpu.get("count") or 0)
+    per_node = int(opts.get("p", "8"))
+    ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    if per_node > npus or ranks > per_node * max(1, len((os.environ.get("MF_MPI_NODES") or "x").split(","))):
+        err(f"hccl_test: -p {per_node} NPUs per node, but this node has {npus} (npu-smi info)")
+        return 1
+    lo, hi = _parse_size(opts.get("b", "8K")), _parse_size(opts.get("e", "64M"))
+    factor = _strtol(opts.get("f", "2"))
+    dtype = opts.get("d", "fp32")
+    if lo is None or hi is None or dtype not in _HCCL_DTYPES or factor < 2:
+        err(f"hccl_test: invalid sizes ({opts.get('b')}, {opts.get('e')}), data type {dtype!r} or factor {factor}")
+        return 1
+    n = max(ranks, 1)
+    busbw = max(n - 1, 0) * float(gpu.get("hccs_link_gbs") or 0.0) * E_HCCS
+    peak = busbw / (2 * (n - 1) / n) if n > 1 else 0.0
+    rows = ["data_size(Bytes): | aveg_time(us): | alg_bandwidth(GB/s): | check_result:"]
+    size = lo
+    while size <= hi:
+        import hashlib
+
+        wobble = 1.0 + ((int(hashlib.sha256(f"{os.uname().nodename}:{size}".encode()).hexdigest()[:8], 16)
+                         % 1201) - 600) / 100000.0
+        t_us = HCCL_LATENCY_US + (size / (peak * 1e9) * 1e6 if peak else 0.0)
+        t_us *= wobble
+        algbw = size / (t_us * 1e-6) / 1e9 if peak else 0.0
+        rows.append(f"{size:<18d} | {t_us:<15.2f} | {algbw:<20.5f} | success")
+        size *= factor
+    out("\n".join(rows) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # installers
 
 
@@ -1291,6 +1395,10 @@ def cmd_mf_install(args: list[str]) -> int:
         elif kind == "ascend-cann":
             _write(_f("usr", "local", "Ascend", "ascend-toolkit", "latest", "aarch64-linux",
                       "ascend_toolkit_install.info"), f"package_name=Ascend-cann-toolkit\nversion={version}\n")
+            for test in HCCL_TESTS:  # CANN's HCCL Performance Tester, built (tools/hccl_test/bin)
+                path = _f("usr", "local", "Ascend", "ascend-toolkit", "latest", "tools", "hccl_test", "bin", test)
+                _write(path, f'#!/bin/sh\nexec mf-hccl-test {test} "$@"\n')
+                os.chmod(path, 0o755)
     return 0
 
 
@@ -1620,6 +1728,7 @@ HANDLERS = {
     "npu-smi": cmd_npu_smi,
     "hccn_tool": cmd_hccn_tool,
     "mf-nccl-test": cmd_mf_nccl_test,
+    "mf-hccl-test": cmd_mf_hccl_test,
     "all_reduce_perf": lambda a: cmd_nccl_test(a, "all_reduce_perf"),
     "all_gather_perf": lambda a: cmd_nccl_test(a, "all_gather_perf"),
     "mpirun": cmd_mpirun,
