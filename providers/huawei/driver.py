@@ -30,17 +30,20 @@ from .offerings import Flavors
 from .request import create_request, server_name
 from .validation import check_tags, tag_text, validate_node_spec
 
-__all__ = ["HuaweiDriver"]
+__all__ = ["ENDPOINT_ENV", "HuaweiDriver"]
+
+#: Points every driver built without ``endpoint`` at another BMS endpoint (as AWS_ENDPOINT_URL does for boto3).
+ENDPOINT_ENV = "METALFLEET_HUAWEI_BMS_ENDPOINT"
 
 
 class HuaweiDriver:
     """Order bare-metal GPU and Ascend servers on Huawei Cloud BMS.
 
-    ``endpoint`` points it at another BMS endpoint, such as the test emulator (default
-    ``https://bms.<region>.myhuaweicloud.com``). ``lost_answer_grace``: after a create call whose answer was lost
-    (a 5xx or a dropped connection), how long to look for the server it may have ordered before failing with
-    the transient error (then retried: the retry looks first, too). ``job_timeout``: how long a create job may
-    take to name its server.
+    ``endpoint`` (or ``METALFLEET_HUAWEI_BMS_ENDPOINT``) points it at another BMS endpoint, such as the test
+    emulator (default ``https://bms.<region>.myhuaweicloud.com``). ``lost_answer_grace``: after a create call
+    whose answer was lost (a 5xx or a dropped connection), how long to look for the server it may have ordered
+    before failing with the transient error (then retried: the retry looks first, too). ``job_timeout``: how long
+    a create job may take to name its server.
 
     BMS has no client token. Ordering is idempotent through the node's identity: a deterministic name and the
     ``metalfleet:key`` tag (the idempotency key), looked up before every create. Beyond the contract: ``set_tags``
@@ -68,7 +71,7 @@ class HuaweiDriver:
 
         self.region = region
         self.project_id = project_id or os.environ.get("HUAWEICLOUD_SDK_PROJECT_ID")
-        self.endpoint = endpoint or f"https://bms.{region}.myhuaweicloud.com"
+        self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or f"https://bms.{region}.myhuaweicloud.com"
         self.poll = float(poll)
         self.lost_answer_grace = float(lost_answer_grace)
         self.job_timeout = float(job_timeout)
