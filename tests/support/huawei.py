@@ -478,7 +478,8 @@ def api(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
     body = environ["wsgi.input"].read(length) if length else b""
     path = environ.get("PATH_INFO", "")
     method = environ.get("REQUEST_METHOD", "GET")
-    status, payload = 200, None
+    status: int = 200
+    payload: dict[str, Any] | None = None
     try:
         why = check_signature(environ, body, CLOCK.now())
         if why:
