@@ -111,6 +111,12 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
     Default("metalfleet.aws.volume_tags", "node tags",
             "metalfleet's AWS driver tags the instance, its volumes and interfaces alike (TagSpecifications)",
             "metalfleet providers/aws.py run_instances_request"),
+    Default("metalfleet.huawei.http_tokens", "required",
+            "metalfleet's Huawei driver creates every BMS with metadata_options http_tokens=required",
+            "metalfleet providers/huawei/request.py create_request"),
+    Default("metalfleet.huawei.volume_tags", None,
+            "metalfleet's Huawei driver tags the server (server_tags); BMS gives the EVS volumes it creates with "
+            "the server no tags of their own", "metalfleet providers/huawei/request.py create_request"),
     Default("metalfleet.ssh.pin_on_first_contact", False, "ssh.pin_on_first_contact defaults to false",
             "metalfleet providers/spec.py SshSpec"),
     Default("metalfleet.driver.unknown", None,
