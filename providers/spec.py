@@ -245,6 +245,13 @@ class ClusterSpec(_Strict):
             if problems:
                 at, value, why = problems[0]
                 raise _bad(at.removeprefix("tags"), value, why)
+        elif info.data.get("provider") == "huawei":
+            from .huawei.validation import tag_problems as huawei_tag_problems
+
+            problems = huawei_tag_problems(v)
+            if problems:
+                at, value, why = problems[0]
+                raise _bad(at.removeprefix("tags"), value, why)
         return v
 
     @model_validator(mode="after")

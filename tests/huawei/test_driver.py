@@ -165,3 +165,13 @@ def test_the_registry_builds_it_and_a_pickle_holds_no_secret(huawei_emulator: Hu
     assert TEST_SK.encode() not in blob
     again = pickle.loads(blob)
     assert [o.name for o in again.offerings()] == [o.name for o in driver.offerings()]  # keys from the env
+
+
+def test_the_cluster_spec_refuses_tags_huawei_would_refuse() -> None:
+    with pytest.raises(InvalidSpecError) as info:
+        parse_spec({**huawei_spec_data("tags-spec", 1), "tags": {"owner": "a,b"}})
+    assert info.value.field == "tags.owner" and info.value.value == "a,b"
+    with pytest.raises(InvalidSpecError) as info:
+        parse_spec({**huawei_spec_data("tags-spec", 1), "tags": {"_sys_x": "y"}})
+    assert info.value.field == "tags._sys_x"
+    assert parse_spec({**huawei_spec_data("tags-spec", 1), "tags": {"cost-center": "4711", "team": "ml/a@b"}})
