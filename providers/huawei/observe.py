@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..contract import OrderProgress
-from ..errors import NotFoundError, OperationTimeout, ProviderError
+from ..errors import NotFoundError, OperationTimeout, ProviderError, TransientError
 from ..models import Node, NodeState
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER, boundary
@@ -155,13 +155,19 @@ class Observer:
         found = self.by_tag(TAG_KEY, key)
         return min(found, key=lambda n: n.id) if found else None
 
-    def states(self, ids: Sequence[str]) -> dict[str, Node]:
-        """Each server read now (ShowBaremetalServerDetails, a few at a time); a server BMS does not know is
-        left out."""
+    def states(self, ids: Sequence[str]) -> tuple[dict[str, Node], set[str]]:
+        """Each server read now (ShowBaremetalServerDetails, a few at a time), and the ids whose read failed for
+        a transient reason (throttled: BMS has no batch status call, so a poll is one call per server). A server
+        BMS does not know is in neither."""
+        unread: set[str] = set()
+
         def read(node_id: str) -> Node | None:
             try:
                 return self.get(node_id)
             except NotFoundError:
+                return None
+            except TransientError:
+                unread.add(node_id)
                 return None
 
         if len(ids) > 1:
@@ -169,25 +175,30 @@ class Observer:
                 found = list(pool.map(read, ids))
         else:
             found = [read(i) for i in ids]
-        return {n.id: n for n in found if n is not None}
+        return {n.id: n for n in found if n is not None}, unread
 
     def wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
              progress: OrderProgress | None = None) -> list[Node]:
         """Poll every ``poll`` seconds until every server is in ``state``. Waiting for RUNNING fails at once
-        when a server goes to ERROR or is deleted; waiting for TERMINATED counts an unknown server as gone."""
+        when a server goes to ERROR or is deleted; waiting for TERMINATED counts an unknown server as gone. A read
+        that is throttled keeps the server's last known state for that round (the next poll reads it again)."""
         deadline = time.monotonic() + timeout
         ids = list(dict.fromkeys(node_ids))
         while True:
-            now = self.states(ids)
+            now, unread = self.states(ids)
             nodes = []
             for i in ids:
                 if i in now:
                     nodes.append(now[i])
-                else:
-                    gone = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
-                    known = self.seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=gone,
-                                                     offering="")
-                    nodes.append(dataclasses.replace(known, state=gone))
+                    continue
+                known = self.seen.get(i)
+                if i in unread:
+                    nodes.append(known or Node(id=i, provider=PROVIDER, region=self.region,
+                                               state=NodeState.UNKNOWN, offering=""))
+                    continue
+                gone = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
+                known = known or Node(id=i, provider=PROVIDER, region=self.region, state=gone, offering="")
+                nodes.append(dataclasses.replace(known, state=gone))
             if progress:
                 progress(nodes)
             if all(n.state == state for n in nodes):

@@ -175,3 +175,16 @@ def test_the_cluster_spec_refuses_tags_huawei_would_refuse() -> None:
         parse_spec({**huawei_spec_data("tags-spec", 1), "tags": {"_sys_x": "y"}})
     assert info.value.field == "tags._sys_x"
     assert parse_spec({**huawei_spec_data("tags-spec", 1), "tags": {"cost-center": "4711", "team": "ml/a@b"}})
+
+
+def test_wait_rides_out_throttled_reads(huawei_emulator: HuaweiEmulator) -> None:
+    """BMS has no batch status call: a poll is one read per server, and a throttled read only skips that round."""
+    driver = huawei_driver(huawei_emulator)
+    nodes = order_cluster(driver, plan(driver, parse_spec(huawei_spec_data("wait-429", 2))), policy=FAST,
+                          timeout=30, wait=False)
+    huawei_emulator.set_faults(script=[{"action": "ShowBaremetalServerDetails", "code": "APIGW.0308",
+                                        "status": 429, "times": 4}])
+    running = driver.wait([n.id for n in nodes], timeout=30, poll=0.05)  # no retry policy around it
+    assert all(n.state == NodeState.RUNNING for n in running)
+    assert huawei_emulator.stats()["faults"] == {"APIGW.0308": 4}
+    release_cluster(driver, "wait-429", policy=FAST)
