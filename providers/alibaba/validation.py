@@ -22,8 +22,8 @@ _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,127}$")
 _VSW = re.compile(r"^vsw-[0-9a-z]{8,32}$")
 _SG = re.compile(r"^sg-[0-9a-z]{8,32}$")
 _VPC = re.compile(r"^vpc-[0-9a-z]{8,32}$")
-_KMS = re.compile(r"^(key-[0-9a-zA-Z-]{6,64}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|alias/[A-Za-z0-9/_-]+|"
-                  r"acs:kms:[a-z0-9-]+:\d+:key/[0-9a-zA-Z-]+)$")
+_KMS = re.compile(r"^(key-[0-9a-zA-Z-]{6,64}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
+                  r"alias/[A-Za-z0-9/_-]+|acs:kms:[a-z0-9-]+:\d+:key/[0-9a-zA-Z-]+)$")
 _KEY_PAIR = re.compile(r"^[A-Za-z][A-Za-z0-9._:-]{1,127}$")
 _STRATEGIES = ("cluster", "spread", "partition")
 #: The billing models the driver orders: pay-as-you-go (PostPaid), spot, and subscription (PrePaid).

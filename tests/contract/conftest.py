@@ -2,6 +2,7 @@
 
 * ``fake``: FakeDriver with file-backed state in the test's tmp dir (so a child process shares it).
 * ``aws``: AwsDriver against the EC2 emulator over HTTP (one emulator per session/xdist worker).
+* ``alibaba``: AlibabaDriver against the Alibaba Cloud ECS emulator over HTTP, with its ACS3 signatures checked.
 
 The harness hides only how each provider is set up and how its faults are switched on; the tests
 then talk to the driver through the ComputeDriver protocol alone.
@@ -18,9 +19,15 @@ from typing import Any
 import pytest
 
 from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_spec
+from metalfleet.providers.alibaba import AlibabaDriver
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.fake import FakeDriver
-from metalfleet.testing.ec2 import Ec2Emulator
+from metalfleet.testing.kit import EmulatorClient
+from tests.emulators import alibaba_fixtures as ali
+from tests.emulators.alibaba_fixtures import (
+    alibaba_emulator,  # noqa: F401  (fixture)
+    alibaba_emulator_session,  # noqa: F401  (fixture)
+)
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,
@@ -56,7 +63,7 @@ class Harness:
     cluster: str
     zone: str
     tmp: Path
-    emulator: Ec2Emulator | None = None
+    emulator: EmulatorClient | None = None
     subnet: str | None = None
     drivers: list[ComputeDriver] = field(default_factory=list)
 
@@ -74,7 +81,10 @@ class Harness:
             if capacity is not None:
                 faults.update(capacity_remaining=capacity)
             self.emulator.set_faults(**faults)
-            d = AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02)
+            if self.kind == "alibaba":
+                d = AlibabaDriver(region=ali.REGION, endpoint=self.emulator.url, poll=0.02)
+            else:
+                d = AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02)
         self.drivers.append(d)
         return d
 
@@ -87,6 +97,8 @@ class Harness:
         if self.kind == "fake":
             return {"kind": "fake", "region": "local-1", "state_path": str(self.tmp / "fake-cloud.json")}
         assert self.emulator is not None
+        if self.kind == "alibaba":
+            return {"kind": "alibaba", "region": ali.REGION, "endpoint": self.emulator.url, "poll": 0.02}
         return {"kind": "aws", "region": REGION, "endpoint_url": self.emulator.url, "poll": 0.02}
 
     def api_calls(self, driver: ComputeDriver) -> int:
@@ -96,6 +108,11 @@ class Harness:
             return next(driver.calls)  # advances the counter by one; compare two readings with -1
         assert self.emulator is not None
         return self.emulator.calls()
+
+    @property
+    def throttle_code(self) -> str:
+        """The error code the provider's throttling answers with (its emulator counts faults by code)."""
+        return "Throttling.User" if self.kind == "alibaba" else "RequestLimitExceeded"
 
     def calls_between(self, driver: ComputeDriver, before: int) -> int:
         after = self.api_calls(driver)
@@ -108,6 +125,13 @@ class Harness:
         if self.kind == "fake":
             return []
         assert self.emulator is not None
+        if self.kind == "alibaba":  # the security group tagged with the cluster, the deployment set described so
+            groups = ali.ecs_call(self.emulator, "DescribeSecurityGroups",
+                                  {"Tag": [{"Key": "metalfleet:cluster", "Value": cluster}]})
+            sets = ali.ecs_call(self.emulator, "DescribeDeploymentSets", {"PageSize": 100})
+            return ([f"security-group:{g['SecurityGroupId']}" for g in groups["SecurityGroups"]["SecurityGroup"]]
+                    + [f"deployment-set:{d['DeploymentSetId']}" for d in sets["DeploymentSets"]["DeploymentSet"]
+                       if d.get("DeploymentSetDescription") == f"metalfleet:cluster={cluster}"])
         ec2 = ec2_client(self.emulator)
         mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
         return ([f"security-group:{g['GroupId']}" for g in ec2.describe_security_groups(Filters=mine)["SecurityGroups"]]
@@ -119,6 +143,11 @@ class Harness:
         if self.kind == "fake":
             data: dict[str, Any] = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
                                     "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
+        elif self.kind == "alibaba":
+            data = {"name": name or self.cluster, "provider": "alibaba", "region": ali.REGION, "zone": self.zone,
+                    "offering": "ecs.ebmgn8v.48xlarge", "count": count, "image": ali.IMAGE,
+                    "network": {"subnet_id": ali.vswitch(self.zone)}, "storage": {"kms_key_id": ali.KMS_KEY},
+                    "tags": {"owner": "contract-suite"}}
         else:
             data = {"name": name or self.cluster, "provider": "aws", "region": REGION, "zone": self.zone,
                     "offering": "p4de.24xlarge", "count": count, "image": IMAGE,
@@ -137,13 +166,19 @@ def policy() -> CountingPolicy:
     return CountingPolicy()
 
 
-@pytest.fixture(params=["fake", "aws"])
+@pytest.fixture(params=["fake", "aws", "alibaba"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     cluster = _cluster_name(request.node.nodeid)
     if request.param == "fake":
         yield Harness("fake", cluster, "local-1a", tmp_path)
         return
-    emulator: Ec2Emulator = request.getfixturevalue("ec2_emulator")
+    if request.param == "alibaba":
+        ecs: EmulatorClient = request.getfixturevalue("alibaba_emulator")
+        h = Harness("alibaba", cluster, ali.ZONE, tmp_path, emulator=ecs)
+        yield h
+        ecs.set_faults()
+        return
+    emulator: EmulatorClient = request.getfixturevalue("ec2_emulator")
     h = Harness("aws", cluster, ZONE, tmp_path, emulator=emulator, subnet=default_subnet(emulator))
     yield h
     emulator.set_faults()

@@ -127,7 +127,7 @@ def test_throttling_at_30_percent_still_completes(harness: Harness, policy: Coun
     assert all(n.state == NodeState.RUNNING for n in nodes)
     assert policy.retries > 0, "30% throttling should have cost some retries"
     if harness.emulator is not None:
-        assert harness.emulator.stats()["faults"].get("RequestLimitExceeded", 0) > 0
+        assert harness.emulator.stats()["faults"].get(harness.throttle_code, 0) > 0
     harness.faults_off()
     clean = harness.driver()
     assert sorted(n.id for n in clean.list_nodes(harness.cluster)) == sorted(n.id for n in nodes)

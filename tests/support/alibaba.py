@@ -774,8 +774,8 @@ def _same(a: dict[str, str], b: dict[str, str]) -> bool:
 def authorize_security_group(params: dict[str, str]) -> dict[str, Any]:
     sg, rule = _group(params), _rule(params)
     if not any(_same(r, rule) for r in sg["rules"]):  # an existing rule: accepted, nothing added (as ECS)
-        sg["rules"].append({**rule, "SecurityGroupRuleId": _new_id("sgr-"), "Description": params.get("Description", ""),
-                            "CreateTime": _iso(CLOCK.now())})
+        sg["rules"].append({**rule, "SecurityGroupRuleId": _new_id("sgr-"),
+                            "Description": params.get("Description", ""), "CreateTime": _iso(CLOCK.now())})
     return {"RequestId": _rid()}
 
 
