@@ -69,6 +69,8 @@ FIXTURE_KINDS: dict[str, str] = {
 
 #: Documentation files in the fixtures folder that are not command output.
 NOT_FIXTURES = {"SOURCES.md"}
+#: Folders of the fixtures that are not command output: wire/ holds SDK request captures (the emulator tests').
+NOT_FIXTURE_DIRS = ("wire/",)
 
 
 def fixture_files() -> list[str]:
@@ -76,7 +78,8 @@ def fixture_files() -> list[str]:
     if not FIXTURES.is_dir():
         return []
     return sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*")
-                  if p.is_file() and p.name not in NOT_FIXTURES)
+                  if p.is_file() and p.name not in NOT_FIXTURES
+                  and not p.relative_to(FIXTURES).as_posix().startswith(NOT_FIXTURE_DIRS))
 
 
 def read_fixture(rel: str) -> str:
