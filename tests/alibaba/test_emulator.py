@@ -26,7 +26,8 @@ WIRE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "wire" / "
 
 
 def _send(emulator: AlibabaEmulator, action: str, query: dict[str, str], *, secret: str = ACCESS_KEY_SECRET,
-          date: datetime | None = None, nonce: str | None = None, drop: str | None = None) -> tuple[int, dict[str, Any]]:
+          date: datetime | None = None, nonce: str | None = None,
+          drop: str | None = None) -> tuple[int, dict[str, Any]]:
     """A request signed by the SDK's own signer (alibabacloud_tea_openapi Utils.get_authorization), sent raw."""
     from alibabacloud_tea_openapi.utils import Utils
 

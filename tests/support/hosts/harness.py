@@ -142,7 +142,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "provider": "alibaba", "offering": "ecs.ebmgn8v.48xlarge",
         "config": {"gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H20"},
                    "nvme": {"count": 0, "root_model": "Alibaba Cloud Elastic Block Storage"},
-                   "fixtures": {"ibv_devinfo": "erdma/ibv_devinfo-alibaba-h20-erdma0-first-device-only.txt"},
+                   "fixtures": {},  # ibv_devinfo: the shim lists the fabric's erdma_N devices (mfshim.erdma_devinfo)
                    "fabric": {"kind": "erdma", "nics": 2, "nic_gbps": 85}},
     },
     "ascend-910b": {

@@ -488,6 +488,51 @@ def cmd_ibstat(args: list[str]) -> int:
     return 0
 
 
+def erdma_devinfo(cfg: dict[str, Any], st: dict[str, Any]) -> str | None:
+    """``ibv_devinfo`` of the host's eRDMA devices (config ``fabric``: kind erdma, ``nics`` devices), in the
+    format of tests/support/fixtures/erdma/ibv_devinfo-alibaba-h20-* (erdma_N, vendor 0x1ded, transport eRDMA);
+    None when the host's fabric is not eRDMA. Without the erdma kernel module (the eRDMA driver not installed and
+    loaded) the host has no verbs devices."""
+    fab = cfg.get("fabric") or {}
+    if fab.get("kind") != "erdma":
+        return None
+    if "erdma" not in st.get("modules", []):
+        return ""
+    blocks = []
+    for i in range(int(fab.get("nics") or 0)):
+        guid = f"0216:3eff:fe2f:{0x3775 + i:04x}"
+        blocks.append(f"hca_id: erdma_{i}\n        transport:                      eRDMA (0)\n"
+                      "        fw_ver:                         0.2.0\n"
+                      f"        node_guid:                      {guid}\n"
+                      f"        sys_image_guid:                 {guid}\n"
+                      "        vendor_id:                      0x1ded\n"
+                      "        vendor_part_id:                 4223\n        hw_ver:                         0x0\n"
+                      "        phys_port_cnt:                  1\n                port:   1\n"
+                      "                        state:                  PORT_ACTIVE (4)\n"
+                      "                        max_mtu:                4096 (5)\n"
+                      "                        active_mtu:             4096 (5)\n"
+                      "                        sm_lid:                 0\n"
+                      "                        port_lid:               0\n"
+                      "                        port_lmc:               0x00\n"
+                      "                        link_layer:             Ethernet\n")
+    return "\n".join(blocks)
+
+
+def cmd_ibv_devinfo(args: list[str]) -> int:
+    cfg = load_config()
+    text = erdma_devinfo(cfg, read_state())
+    if text is None:
+        text = fixture("ibv_devinfo", cfg)
+        if text is None:
+            err("sh: 1: ibv_devinfo: not found")
+            return 127
+    if not text.strip():
+        err("No IB devices found")
+        return 255
+    out(text)
+    return 0
+
+
 def fi_info_listing(cfg: dict[str, Any]) -> str:
     """``fi_info -p efa`` of the host's EFA devices (config ``fabric``): an RDM and a DGRAM entry per
     device, as libfabric 1.2x prints them (the entry format of tests/support/fixtures/efa/fi_info-efa-multi-rdmap-*)."""
@@ -1616,6 +1661,7 @@ HANDLERS = {
     "shutdown": cmd_reboot,
     "nvidia-smi": cmd_nvidia_smi,
     "ibstat": cmd_ibstat,
+    "ibv_devinfo": cmd_ibv_devinfo,
     "fi_info": cmd_fi_info,
     "npu-smi": cmd_npu_smi,
     "hccn_tool": cmd_hccn_tool,
