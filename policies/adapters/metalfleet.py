@@ -20,6 +20,8 @@ __all__ = ["DRIVER_FACTS", "cluster_resources", "network_resources", "node_resou
 DRIVER_FACTS: Mapping[str, Mapping[str, Any]] = {
     "aws": {"imds_tokens": True, "imds_note": note("metalfleet.aws.http_tokens"), "volume_tags": "node",
             "volume_tags_note": note("metalfleet.aws.volume_tags")},
+    "alibaba": {"imds_tokens": True, "imds_note": note("metalfleet.alibaba.http_tokens"), "volume_tags": "node",
+                "volume_tags_note": note("metalfleet.alibaba.volume_tags")},
     "fake": {"imds_tokens": None, "volume_tags": None},
     "ipmi": {"imds_tokens": None, "volume_tags": None},
 }

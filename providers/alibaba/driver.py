@@ -18,6 +18,7 @@ from ..catalog import load_catalog
 from ..contract import OrderProgress
 from ..errors import ConflictError, InvalidSpecError, NotFoundError
 from ..models import Node, NodeSpec, NodeState, Offering
+from ..tags import TAG_ACCEPTANCE_REASON
 from .errors import PROVIDER, boundary
 from .network import ClusterNetwork, Net, cluster_resources, delete_cluster_resources
 from .observe import Observer
@@ -30,6 +31,8 @@ __all__ = ["ENDPOINT_ENV", "AlibabaDriver"]
 #: Where the driver looks for an ECS endpoint when none is given (e.g. ``http://127.0.0.1:5061``, a local
 #: emulator); unset: the SDK's regional endpoint (``ecs.<region>.aliyuncs.com`` over HTTPS).
 ENDPOINT_ENV = "ALIBABA_CLOUD_ECS_ENDPOINT"
+#: ECS tag values hold at most this many characters.
+REASON_MAX = 128
 
 
 def _snake(action: str) -> str:
@@ -196,8 +199,11 @@ class AlibabaDriver:
     # -- tags ------------------------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
         """Add or overwrite ``tags`` on the instance (TagResources; its other tags are kept); NotFoundError for
-        an unknown instance."""
+        an unknown instance. The acceptance gate's free-text reason is cut to ECS's 128 characters."""
         pairs = {str(k): str(v) for k, v in tags.items()}
+        reason = pairs.get(TAG_ACCEPTANCE_REASON)
+        if reason is not None and len(reason) > REASON_MAX:  # the gate's free-text reason: ECS values hold 128
+            pairs[TAG_ACCEPTANCE_REASON] = reason[:REASON_MAX - 3] + "..."
         check_tags(pairs, count=False)
         if not pairs:
             self.get(node_id)

@@ -458,8 +458,26 @@ def cmd_nvidia_smi(args: list[str]) -> int:
         return 1
     if key in ("nvidia-smi-q", "nvidia-smi-q-x") and "count" in gpu:
         text = _limit_gpus(text, int(gpu["count"]), xml=key == "nvidia-smi-q-x")
+    if key in ("nvidia-smi", "nvidia-smi-q"):
+        text = _as_simulated_gpu(text, gpu, cfg.get("capture_gpu") or {})
     out(text)
     return 0
+
+
+def _as_simulated_gpu(text: str, gpu: dict[str, Any], capture: dict[str, Any]) -> str:
+    """A capture (default table or ``-q``) of another GPU of the same layout (``capture_gpu``: its model and
+    memory) shown as the host's simulated GPU (``gpu``: model, memory_mib): the name and memory rewritten, table
+    widths kept. No capture of the host's own GPU exists (e.g. the H20), so its output is the capture's layout
+    with the simulated GPU's figures."""
+    if not capture.get("model") or not gpu.get("model"):
+        return text
+    old, new = str(capture["model"]), str(gpu["model"])
+    text = text.replace(old, new.ljust(len(old)) if len(new) <= len(old) else new)
+    if capture.get("memory_mib") and gpu.get("memory_mib"):
+        was, now = f"{int(capture['memory_mib'])}MiB", f"{int(gpu['memory_mib'])}MiB"
+        text = text.replace(was, now.rjust(len(was)))
+        text = text.replace(f": {int(capture['memory_mib'])} MiB", f": {int(gpu['memory_mib'])} MiB")
+    return text
 
 
 def _limit_gpus(text: str, count: int, xml: bool) -> str:
