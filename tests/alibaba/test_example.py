@@ -100,7 +100,8 @@ def _check_ready(proj: Path, env: dict[str, str], ecs: AlibabaEmulator, known_ho
     table = str(out["acceptance"])
     assert "2 of 2 node(s) passed" in table, table
     for i in range(2):
-        assert re.search(rf"^llm-h20-{i}\s+ecs\.ebmgn8v\.48xlarge\s+8/8\s.*erdma 2/2.*\sPASS$", table, flags=re.M), table
+        row = rf"^llm-h20-{i}\s+ecs\.ebmgn8v\.48xlarge\s+8/8\s+NV18\s+erdma 2/2\s.*\sPASS$"
+        assert re.search(row, table, flags=re.M), table
     hosts = {h["instance_id"]: h for h in ecs.sim_hosts()}
     for node_id, ip in zip(ids, ips, strict=True):
         assert hosts[node_id]["address"] == ip and hosts[node_id]["profile"] == "alibaba-h20"
