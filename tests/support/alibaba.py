@@ -392,6 +392,8 @@ def _refresh(inst: dict[str, Any]) -> None:
             inst["released"] = True
             inst["Status"] = "Deleted"
             SIM.stop(inst["InstanceId"])
+            where = (inst["ZoneId"], inst["InstanceType"])  # the released server is stock again
+            STATE.stock[where] = STATE.stock.get(where, DEFAULT_STOCK) + 1
         else:
             inst["Status"] = "Stopping"
         return
