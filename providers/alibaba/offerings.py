@@ -66,7 +66,8 @@ def offering_from_type(info: Mapping[str, Any], entry: CatalogOffering, catalog:
         interconnect_gbps=entry.interconnect_gbps or 0.0,
         fabric=Fabric.ERDMA if eri else Fabric.NONE,
         fabric_cards=eri,
-        fabric_gbps=(entry.fabric_gbps or 0.0) if eri else 0.0,
+        # the instance's network bandwidth (InstanceBandwidthRx, kbit/s) is what its ERIs share; else the catalogue's
+        fabric_gbps=(float(info.get("InstanceBandwidthRx") or 0) / 1e6 or entry.fabric_gbps or 0.0) if eri else 0.0,
         vcpus=int(info.get("CpuCoreCount") or 0),
         memory_gib=round(float(info.get("MemorySize") or 0)),
         nvme_count=int(info.get("LocalStorageAmount") or 0),
