@@ -21,6 +21,8 @@ from tests.emulators.alibaba_fixtures import (
 )
 
 FAST = RetryPolicy(attempts=12, base=0.005, cap=0.05)
+#: The orderable Alibaba offerings, in the catalogue's order (the emulator sells each of them).
+ALL_TYPES = ["ecs.ebmgn8v.48xlarge", "ecs.ebmgn7ex.32xlarge", "ecs.ebmgn7e.32xlarge", "ecs.ebmgn7.26xlarge"]
 
 
 @pytest.fixture
@@ -62,4 +64,4 @@ def specs(cluster: str) -> Specs:
     return Specs(cluster)
 
 
-__all__ = ["FAST", "IMAGE", "KMS_KEY", "REGION", "ZONE", "Specs"]
+__all__ = ["ALL_TYPES", "FAST", "IMAGE", "KMS_KEY", "REGION", "ZONE", "Specs"]

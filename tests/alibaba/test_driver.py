@@ -23,7 +23,7 @@ from metalfleet.providers.contract import ClusterResourcesDriver, TaggingDriver
 from metalfleet.testing.alibaba import AlibabaEmulator
 from tests.emulators.alibaba_fixtures import ecs_call
 
-from .conftest import FAST, KMS_KEY, REGION, ZONE, Specs
+from .conftest import ALL_TYPES, FAST, KMS_KEY, REGION, ZONE, Specs
 
 
 def test_importing_the_package_loads_no_sdk() -> None:
@@ -43,15 +43,17 @@ def test_registry_builds_it_and_it_pickles_as_plain_config(emulator: AlibabaEmul
                      "read_timeout": 60.0}
     assert "secret" not in pickle.dumps(driver).decode("latin-1").lower()
     again = pickle.loads(pickle.dumps(driver))
-    assert [o.name for o in again.offerings()] == ["ecs.ebmgn8v.48xlarge", "ecs.ebmgn7ex.32xlarge"]
+    assert [o.name for o in again.offerings()] == ALL_TYPES
 
 
 def test_offerings_merge_describe_instance_types_with_the_catalogue(driver: AlibabaDriver) -> None:
-    h20, a100 = driver.offerings()
+    h20, a100, a100e, a100_40 = driver.offerings()
     assert (h20.gpu_model, h20.gpu_count, h20.gpu_memory_gib, h20.vcpus, h20.memory_gib) == ("H20", 8, 96, 192, 1024)
     assert (h20.fabric.value, h20.fabric_cards, h20.fabric_gbps) == ("erdma", 2, 170.0)
     assert h20.extra["charge_types"] == ["PostPaid", "PrePaid"] and h20.extra["spot"] is False
     assert (a100.gpu_model, a100.fabric_cards) == ("A100", 4)
+    assert (a100e.gpu_memory_gib, a100e.fabric.value, a100e.extra["spot"]) == (80, "none", True)
+    assert (a100_40.gpu_memory_gib, a100_40.vcpus, a100_40.memory_gib) == (40, 104, 768)
 
 
 def test_the_request_is_deterministic_and_complete(driver: AlibabaDriver, specs: Specs) -> None:

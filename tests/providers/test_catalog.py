@@ -21,7 +21,9 @@ from metalfleet.providers.models import BillingModel, Fabric, Interconnect
 NO_BASELINE = {
     ("aws", "p5e.48xlarge"): "known for inventories only; no sourced baseline figures yet",
     ("aws", "g5.48xlarge"): "known for inventories only (PCIe A10G, no fabric); no baseline yet",
-    ("alibaba", "ecs.ebmgn7ex.32xlarge"): "known for inventories only; no baseline yet",
+    ("alibaba", "ecs.ebmgn7ex.32xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
+    ("alibaba", "ecs.ebmgn7e.32xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
+    ("alibaba", "ecs.ebmgn7.26xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
 }
 #: Fields where the catalogue and the baseline knowingly differ, and why.
 DIFFERENCES = {

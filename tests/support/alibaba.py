@@ -141,6 +141,12 @@ INSTANCE_TYPES: dict[str, dict[str, Any]] = {
         "NetworkCardQuantity": 1, "EniQuantity": 32, "InstanceBandwidthRx": 64000000, "InstanceBandwidthTx": 64000000,
         "LocalStorageAmount": 0, "InstanceCategory": "ECS Bare Metal", "CpuArchitecture": "X86",
         "NetworkCards": {"NetworkCardInfo": [{"NetworkCardIndex": 0}]}, "NvmeSupport": "required"},
+    "ecs.ebmgn7.26xlarge": {
+        "InstanceTypeId": "ecs.ebmgn7.26xlarge", "InstanceTypeFamily": "ecs.ebmgn7", "CpuCoreCount": 104,
+        "MemorySize": 768.0, "GPUAmount": 8, "GPUSpec": "NVIDIA A100", "GPUMemorySize": 40.0, "EriQuantity": 0,
+        "NetworkCardQuantity": 1, "EniQuantity": 15, "InstanceBandwidthRx": 30000000, "InstanceBandwidthTx": 30000000,
+        "LocalStorageAmount": 0, "InstanceCategory": "ECS Bare Metal", "CpuArchitecture": "X86",
+        "NetworkCards": {"NetworkCardInfo": [{"NetworkCardIndex": 0}]}, "NvmeSupport": "unsupported"},
     "ecs.g7.large": {
         "InstanceTypeId": "ecs.g7.large", "InstanceTypeFamily": "ecs.g7", "CpuCoreCount": 2, "MemorySize": 8.0,
         "GPUAmount": 0, "GPUSpec": "", "GPUMemorySize": 0.0, "EriQuantity": 0, "NetworkCardQuantity": 1,
