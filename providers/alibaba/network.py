@@ -139,8 +139,10 @@ def ensure_deployment_set(call: Call, region: str, name: str, cluster: str, stra
                                    f"{want} (placement.strategy {strategy}): name another group_name, or delete that "
                                    "set", field="placement.group_name", value=name, provider=PROVIDER)
         return str(ds["DeploymentSetId"])
+    # No ClientToken: a token names what it first made for hours, and a cluster released and ordered again must
+    # get a new set, not the id of the deleted one. Looked up first, made under the cluster's lock.
     request: dict[str, Any] = {"RegionId": region, "DeploymentSetName": name, "Strategy": want,
-                               "Description": cluster_marker(cluster), "ClientToken": f"mf-ds-{cluster}-{name}"[:64]}
+                               "Description": cluster_marker(cluster)}
     if strategy == "partition" and partitions is not None:
         request["GroupCount"] = partitions
     return str(call("CreateDeploymentSet", request)["DeploymentSetId"])
@@ -179,7 +181,6 @@ def ensure_security_group(call: Call, region: str, cluster: str, vpc_id: str, ss
             "RegionId": region, "VpcId": vpc_id, "SecurityGroupName": name, "SecurityGroupType": "normal",
             "Description": f"metalfleet {cluster}: all traffic between the cluster's nodes (eRDMA), SSH from "
                            "network.ssh_ingress_cidrs",
-            "ClientToken": f"mf-sg-{cluster}"[:64],
             "Tag": [*_cluster_tag(cluster), {"Key": TAG_NAME, "Value": name}]})
         group_id, new = str(created["SecurityGroupId"]), True
     perms: list[dict[str, Any]] = []

@@ -119,3 +119,21 @@ def test_set_tags_host_keys_and_cluster_resources(driver: AlibabaDriver, emulato
         release_cluster(driver, specs.cluster, policy=FAST)
     assert driver.cluster_resources(specs.cluster) == []
     assert driver.get(node.id).state == NodeState.TERMINATED
+
+
+def test_a_released_nodes_key_steps_to_the_next_generation(driver: AlibabaDriver, specs: Specs) -> None:
+    """ECS answers a repeated ClientToken with the instance it first bought, even released: the driver says it is
+    gone and fleet.order_node orders the next generation, once; the re-made security group is a new one."""
+    from metalfleet.providers.fleet import order_node
+
+    [spec] = specs.node_specs(driver)
+    first = driver.order(spec)
+    release_cluster(driver, specs.cluster, policy=FAST)
+    assert driver.cluster_resources(specs.cluster) == []
+    replay = AlibabaDriver(region=REGION, endpoint=driver.endpoint, poll=0.02)
+    try:
+        node = order_node(replay, spec, policy=FAST)
+        assert node.id != first.id and node.tags["metalfleet:key"] != spec.idempotency_key
+        assert [n.id for n in replay.list_nodes(specs.cluster)] == [node.id]
+    finally:
+        release_cluster(replay, specs.cluster, policy=FAST)
