@@ -100,7 +100,7 @@ def test_the_pack_blocks_the_bad_stack(tmp_path: Path) -> None:
         "MF-ENC-001": "bad-p5-0 root volume is not encrypted",
         "MF-TAG-001": "bad-p5-0 lacks required tag(s) owner, cost-center",
         "MF-NET-002": "lets 0.0.0.0/0 reach SSH (port 22)",
-        "MF-NET-005": "whether instance metadata requires tokens of bad-ali-0 is unknown",
+        "MF-NET-005": "whether instance metadata requires tokens of bad-hw-0 is unknown",
         "MF-TRN-002": "SSH to bad-p5-0-bootstrap accepts host keys it has never seen",
         "MF-ENC-003": "encryption of s3 bucket s3://training-data",
     }

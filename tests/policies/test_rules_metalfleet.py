@@ -45,7 +45,7 @@ def _spec(tmp_path: Path, **changes: Any) -> Path:
 
 
 def test_the_examples_comply() -> None:
-    for path in (ROOT / "examples" / "aws-p5" / "cluster.yaml",):
+    for path in (ROOT / "examples" / "aws-p5" / "cluster.yaml", ROOT / "examples" / "alibaba-ebm" / "cluster.yaml"):
         report = check_paths([path])
         assert report.exit_code == 0 and report.findings == [], [f.message for f in report.findings]
 
@@ -96,10 +96,17 @@ def test_storage_known_encrypted_and_the_customer_key_advice(tmp_path: Path) -> 
 
 
 def test_providers_without_a_driver_are_unknown_not_compliant(tmp_path: Path) -> None:
-    path = _spec(tmp_path, provider="alibaba", region="cn-wulanchabu", zone=None, offering="ecs.ebmgn8v.48xlarge")
+    path = _spec(tmp_path, provider="huawei", region="cn-north-4", zone=None,
+                 offering="physical.kat2e.48xlarge.8.313t")
     found = _findings(path)
     assert found["MF-NET-005"][0].unknown and "no driver for this provider yet" in found["MF-NET-005"][0].message
     assert found["MF-TAG-001"][0].unknown  # whether volumes get the node's tags
+
+
+def test_the_alibaba_driver_states_imds_tokens_and_disk_tags(tmp_path: Path) -> None:
+    path = _spec(tmp_path, provider="alibaba", region="cn-wulanchabu", zone=None, offering="ecs.ebmgn8v.48xlarge")
+    found = _findings(path)
+    assert "MF-NET-005" not in found and "MF-TAG-001" not in found
 
 
 def test_capacity_reservations_in_a_spec(tmp_path: Path) -> None:
