@@ -270,3 +270,28 @@ def test_the_driver_sends_what_the_captured_sdk_sends(driver: AlibabaDriver, emu
         assert "host" in signed and signed == sorted(signed)
     finally:
         release_cluster(driver, specs.cluster, policy=FAST)
+
+
+def test_stop_and_start_go_through_stopping_and_starting(driver: AlibabaDriver, emulator: AlibabaEmulator,
+                                                         specs: Specs) -> None:
+    from alibabacloud_ecs20140526 import models
+
+    from metalfleet.providers import NodeState
+
+    [node] = order_cluster(driver, specs.node_specs(driver), policy=FAST, timeout=30)
+    try:
+        raw = _raw(emulator, "StopInstances", {"InstanceId": [node.id], "ForceStop": True,
+                                               "StoppedMode": "StopCharging"})
+        assert _known_keys(models.StopInstancesResponseBody().from_map(raw).to_map(), raw) == []
+        assert raw["InstanceResponses"]["InstanceResponse"][0]["CurrentStatus"] == "Stopping"
+        assert driver.get(node.id).state == NodeState.STOPPING
+        [stopped] = driver.wait([node.id], NodeState.STOPPED, timeout=30, poll=0.02)
+        assert stopped.state == NodeState.STOPPED
+        with pytest.raises(Exception) as twice:
+            ecs_call(emulator, "StopInstances", {"InstanceId": [node.id]})
+        assert getattr(twice.value, "code", None) == "IncorrectInstanceStatus"
+        ecs_call(emulator, "StartInstances", {"InstanceId": [node.id]})
+        [running] = driver.wait([node.id], NodeState.RUNNING, timeout=30, poll=0.02)
+        assert running.state == NodeState.RUNNING
+    finally:
+        release_cluster(driver, specs.cluster, policy=FAST)

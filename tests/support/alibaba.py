@@ -28,6 +28,7 @@ What it checks and does, as ECS does (the parts the driver uses):
     ``SignatureNonceUsed``; ``x-acs-version`` must be 2014-05-26. Errors are ECS's JSON body: ``RequestId``,
     ``HostId``, ``Code``, ``Message``, ``Recommend``.
 (b) Instances go Pending -> Starting -> Running (``boot_seconds``, default 0.3 s, of the emulator's clock);
+    StopInstances: Stopping -> Stopped (``release_seconds``), StartInstances: Starting -> Running;
     DeleteInstances (Force, or a stopped instance) puts them in Stopping, and ``release_seconds`` later ECS no
     longer lists them (DescribeInstances/DescribeInstanceStatus forget them; the ids answer NotFound). A running
     instance without Force answers ``IncorrectInstanceStatus``.
@@ -403,6 +404,10 @@ def _refresh(inst: dict[str, Any]) -> None:
         else:
             inst["Status"] = "Stopping"
         return
+    if inst.get("stop_at") is not None:
+        if now >= inst["stop_at"] + STATE.release_seconds:
+            inst["Status"], inst["stop_at"] = "Stopped", None
+        return
     if inst["Status"] in ("Pending", "Starting"):
         age = now - inst["created"]
         inst["Status"] = ("Pending" if age < STATE.boot_seconds / 3 else
@@ -657,6 +662,45 @@ def delete_instances(params: dict[str, str]) -> dict[str, Any]:
     return {"RequestId": _rid()}
 
 
+def stop_instances(params: dict[str, str]) -> dict[str, Any]:
+    """(b) Running -> Stopping -> Stopped (``release_seconds``); the simulated host powers off, its disk stays."""
+    ids = plist(params, "InstanceId")
+    live = {i["InstanceId"]: i for i in _live()}
+    for iid in ids:
+        inst = live.get(iid)
+        if inst is None:
+            raise ApiError("InvalidInstanceId.NotFound", f"The specified InstanceId {iid} does not exist.", 404)
+        if inst["Status"] != "Running" or inst.get("delete_at") is not None:
+            raise ApiError("IncorrectInstanceStatus", f"The current status of the resource {iid} "
+                           f"({inst['Status']}) does not support this operation.", 403)
+    for iid in ids:
+        live[iid]["Status"], live[iid]["stop_at"] = "Stopping", CLOCK.time()
+        live[iid]["StoppedMode"] = params.get("StoppedMode", "KeepCharging")
+        SIM.power_off(iid)
+    return {"RequestId": _rid(), "InstanceResponses": {"InstanceResponse": [
+        {"InstanceId": i, "PreviousStatus": "Running", "CurrentStatus": "Stopping", "Code": "200",
+         "Message": "success"} for i in ids]}}
+
+
+def start_instances(params: dict[str, str]) -> dict[str, Any]:
+    """(b) Stopped -> Starting -> Running (``boot_seconds``); the simulated host boots again."""
+    ids = plist(params, "InstanceId")
+    live = {i["InstanceId"]: i for i in _live()}
+    for iid in ids:
+        inst = live.get(iid)
+        if inst is None:
+            raise ApiError("InvalidInstanceId.NotFound", f"The specified InstanceId {iid} does not exist.", 404)
+        if inst["Status"] != "Stopped":
+            raise ApiError("IncorrectInstanceStatus", f"The current status of the resource {iid} "
+                           f"({inst['Status']}) does not support this operation.", 403)
+    for iid in ids:
+        live[iid]["Status"], live[iid]["created"] = "Starting", CLOCK.time() - STATE.boot_seconds / 3
+        SIM.power_on(iid)
+    return {"RequestId": _rid(), "InstanceResponses": {"InstanceResponse": [
+        {"InstanceId": i, "PreviousStatus": "Stopped", "CurrentStatus": "Starting", "Code": "200",
+         "Message": "success"} for i in ids]}}
+
+
 def get_console_output(params: dict[str, str]) -> dict[str, Any]:
     iid = params.get("InstanceId", "")
     inst = STATE.instances.get(iid)
@@ -895,6 +939,7 @@ def describe_key_pairs(params: dict[str, str]) -> dict[str, Any]:
 ACTIONS = {
     "RunInstances": run_instances, "DescribeInstances": describe_instances,
     "DescribeInstanceStatus": describe_instance_status, "DeleteInstances": delete_instances,
+    "StopInstances": stop_instances, "StartInstances": start_instances,
     "GetInstanceConsoleOutput": get_console_output, "TagResources": tag_resources,
     "DescribeInstanceTypes": describe_instance_types, "DescribeVSwitches": describe_vswitches,
     "CreateSecurityGroup": create_security_group, "DescribeSecurityGroups": describe_security_groups,
@@ -906,6 +951,7 @@ ACTIONS = {
 }
 #: (g) Actions after which the simulated hosts' SSH source rules are computed again.
 SSH_RULE_ACTIONS = frozenset({"AuthorizeSecurityGroup", "RevokeSecurityGroup", "RunInstances", "DeleteInstances",
+                              "StartInstances",
                               "DeleteSecurityGroup", "DescribeInstances", "DescribeInstanceStatus"})
 
 
