@@ -41,8 +41,10 @@ unit: venv
 test: venv engine sshd lint wheel-check
 	$(VENV)/bin/pytest -q -n $(JOBS) --dist loadgroup
 
+# make demo PROVIDER=alibaba|huawei: the same flow on the local Alibaba ECS / Huawei BMS emulator (default: aws).
+PROVIDER ?= aws
 demo: venv engine sshd
-	$(PY) tools/demo.py
+	$(PY) tools/demo.py --provider $(PROVIDER)
 
 clean:
 	rm -rf $(VENV) .venv-wheel build dist *.egg-info

@@ -117,6 +117,12 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
     Default("metalfleet.huawei.volume_tags", None,
             "metalfleet's Huawei driver tags the server (server_tags); BMS gives the EVS volumes it creates with "
             "the server no tags of their own", "metalfleet providers/huawei/request.py create_request"),
+    Default("metalfleet.alibaba.http_tokens", "required",
+            "metalfleet's Alibaba driver launches every node with HttpTokens=required",
+            "metalfleet providers/alibaba/request.py run_instances_request"),
+    Default("metalfleet.alibaba.volume_tags", "node tags",
+            "metalfleet's Alibaba driver tags the instance with RunInstances Tag.N, which ECS puts on its disks too",
+            "metalfleet providers/alibaba/request.py run_instances_request"),
     Default("metalfleet.ssh.pin_on_first_contact", False, "ssh.pin_on_first_contact defaults to false",
             "metalfleet providers/spec.py SshSpec"),
     Default("metalfleet.driver.unknown", None,

@@ -23,6 +23,7 @@ _BUILTIN: dict[str, str] = {
     "fake": "metalfleet.providers.fake:FakeDriver",
     "aws": "metalfleet.providers.aws:AwsDriver",
     "huawei": "metalfleet.providers.huawei:HuaweiDriver",
+    "alibaba": "metalfleet.providers.alibaba:AlibabaDriver",
 }
 
 

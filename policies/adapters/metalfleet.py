@@ -22,6 +22,8 @@ DRIVER_FACTS: Mapping[str, Mapping[str, Any]] = {
             "volume_tags_note": note("metalfleet.aws.volume_tags")},
     "huawei": {"imds_tokens": True, "imds_note": note("metalfleet.huawei.http_tokens"), "volume_tags": UNKNOWN,
                "volume_tags_note": note("metalfleet.huawei.volume_tags")},
+    "alibaba": {"imds_tokens": True, "imds_note": note("metalfleet.alibaba.http_tokens"), "volume_tags": "node",
+                "volume_tags_note": note("metalfleet.alibaba.volume_tags")},
     "fake": {"imds_tokens": None, "volume_tags": None},
     "ipmi": {"imds_tokens": None, "volume_tags": None},
 }

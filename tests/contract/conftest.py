@@ -3,6 +3,7 @@
 * ``fake``: FakeDriver with file-backed state in the test's tmp dir (so a child process shares it).
 * ``aws``: AwsDriver against the EC2 emulator over HTTP (one emulator per session/xdist worker).
 * ``huawei``: HuaweiDriver against the BMS emulator over HTTP, signatures checked (one per session/worker).
+* ``alibaba``: AlibabaDriver against the Alibaba Cloud ECS emulator over HTTP, with its ACS3 signatures checked.
 
 The harness hides only how each provider is set up and how its faults are switched on; the tests
 then talk to the driver through the ComputeDriver protocol alone.
@@ -19,10 +20,16 @@ from typing import Any
 import pytest
 
 from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_spec
+from metalfleet.providers.alibaba import AlibabaDriver
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.testing.ec2 import Ec2Emulator
 from metalfleet.testing.kit import EmulatorClient
+from tests.emulators import alibaba_fixtures as ali
+from tests.emulators.alibaba_fixtures import (
+    alibaba_emulator,  # noqa: F401  (fixture)
+    alibaba_emulator_session,  # noqa: F401  (fixture)
+)
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,
@@ -89,8 +96,12 @@ class Harness:
             if capacity is not None:
                 faults.update(capacity_remaining=capacity)
             self.emulator.set_faults(**faults)
-            d = (huawei_driver(self.emulator) if self.kind == "huawei"
-                 else AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02))
+            if self.kind == "huawei":
+                d = huawei_driver(self.emulator)
+            elif self.kind == "alibaba":
+                d = AlibabaDriver(region=ali.REGION, endpoint=self.emulator.url, poll=0.02)
+            else:
+                d = AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02)
         self.drivers.append(d)
         return d
 
@@ -107,6 +118,8 @@ class Harness:
             d = huawei_driver(self.emulator)
             return {"kind": "huawei", "region": d.region, "project_id": d.project_id, "endpoint": d.endpoint,
                     "poll": d.poll, "lost_answer_grace": d.lost_answer_grace}
+        if self.kind == "alibaba":
+            return {"kind": "alibaba", "region": ali.REGION, "endpoint": self.emulator.url, "poll": 0.02}
         return {"kind": "aws", "region": REGION, "endpoint_url": self.emulator.url, "poll": 0.02}
 
     def api_calls(self, driver: ComputeDriver) -> int:
@@ -128,6 +141,13 @@ class Harness:
         if self.kind in ("fake", "huawei"):
             return []  # the Huawei driver makes nothing per cluster: the spec names its VPC, subnet and groups
         assert self.emulator is not None
+        if self.kind == "alibaba":  # the security group tagged with the cluster, the deployment set described so
+            groups = ali.ecs_call(self.emulator, "DescribeSecurityGroups",
+                                  {"Tag": [{"Key": "metalfleet:cluster", "Value": cluster}]})
+            sets = ali.ecs_call(self.emulator, "DescribeDeploymentSets", {"PageSize": 100})
+            return ([f"security-group:{g['SecurityGroupId']}" for g in groups["SecurityGroups"]["SecurityGroup"]]
+                    + [f"deployment-set:{d['DeploymentSetId']}" for d in sets["DeploymentSets"]["DeploymentSet"]
+                       if d.get("DeploymentSetDescription") == f"metalfleet:cluster={cluster}"])
         ec2 = ec2_client(self.emulator)
         mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
         return ([f"security-group:{g['GroupId']}" for g in ec2.describe_security_groups(Filters=mine)["SecurityGroups"]]
@@ -141,6 +161,11 @@ class Harness:
                                     "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
         elif self.kind == "huawei":
             data = huawei_spec_data(name or self.cluster, count, self.zone)
+        elif self.kind == "alibaba":
+            data = {"name": name or self.cluster, "provider": "alibaba", "region": ali.REGION, "zone": self.zone,
+                    "offering": "ecs.ebmgn8v.48xlarge", "count": count, "image": ali.IMAGE,
+                    "network": {"subnet_id": ali.vswitch(self.zone)}, "storage": {"kms_key_id": ali.KMS_KEY},
+                    "tags": {"owner": "contract-suite"}}
         else:
             data = {"name": name or self.cluster, "provider": "aws", "region": REGION, "zone": self.zone,
                     "offering": "p4de.24xlarge", "count": count, "image": IMAGE,
@@ -159,7 +184,7 @@ def policy() -> CountingPolicy:
     return CountingPolicy()
 
 
-@pytest.fixture(params=["fake", "aws", "huawei"])
+@pytest.fixture(params=["fake", "aws", "huawei", "alibaba"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     cluster = _cluster_name(request.node.nodeid)
     if request.param == "fake":
@@ -171,6 +196,11 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
                       create_action="CreateBareMetalServers",
                       read_actions=frozenset({"ListBaremetalFlavorDetailExtends"}), shared_resources=0)
         bms.set_faults()
+        return
+    if request.param == "alibaba":
+        ecs: EmulatorClient = request.getfixturevalue("alibaba_emulator")
+        yield Harness("alibaba", cluster, ali.ZONE, tmp_path, emulator=ecs, throttle_code="Throttling.User")
+        ecs.set_faults()
         return
     emulator: Ec2Emulator = request.getfixturevalue("ec2_emulator")
     h = Harness("aws", cluster, ZONE, tmp_path, emulator=emulator, subnet=default_subnet(emulator))

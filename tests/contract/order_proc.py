@@ -27,6 +27,10 @@ def build_driver(cfg: dict[str, Any]) -> ComputeDriver:
         from metalfleet.providers.huawei import HuaweiDriver
 
         return HuaweiDriver(**cfg)
+    if kind == "alibaba":
+        from metalfleet.providers.alibaba import AlibabaDriver
+
+        return AlibabaDriver(**cfg)
     from metalfleet.providers.aws import AwsDriver
 
     return AwsDriver(**cfg)

@@ -11,6 +11,7 @@ import yaml
 
 from metalfleet.policies.cli import check_paths
 from metalfleet.policies.config import parse_config
+from metalfleet.policies.model import UNKNOWN
 from metalfleet.providers import parse_spec
 from metalfleet.providers.models import node_spec_to_dict
 
@@ -45,7 +46,7 @@ def _spec(tmp_path: Path, **changes: Any) -> Path:
 
 
 def test_the_examples_comply() -> None:
-    for path in (ROOT / "examples" / "aws-p5" / "cluster.yaml",):
+    for path in (ROOT / "examples" / "aws-p5" / "cluster.yaml", ROOT / "examples" / "alibaba-ebm" / "cluster.yaml"):
         report = check_paths([path])
         assert report.exit_code == 0 and report.findings == [], [f.message for f in report.findings]
 
@@ -95,11 +96,26 @@ def test_storage_known_encrypted_and_the_customer_key_advice(tmp_path: Path) -> 
     assert "provider-managed default key" in default_key["MF-ENC-002"][0].message
 
 
-def test_providers_without_a_driver_are_unknown_not_compliant(tmp_path: Path) -> None:
+def test_the_huawei_driver_states_imds_tokens_but_not_volume_tags(tmp_path: Path) -> None:
+    path = _spec(tmp_path, provider="huawei", region="cn-north-4", zone=None,
+                 offering="physical.kat2e.48xlarge.8.313t")
+    found = _findings(path)
+    assert "MF-NET-005" not in found  # the driver creates every BMS with http_tokens=required
+    assert found["MF-TAG-001"][0].unknown  # BMS gives the EVS volumes it creates no tags of their own
+
+
+def test_a_provider_without_a_driver_is_unknown_not_compliant() -> None:
+    from metalfleet.policies.adapters.metalfleet import DRIVER_FACTS, _facts
+
+    assert "acme" not in DRIVER_FACTS
+    facts = _facts("acme")
+    assert facts["imds_tokens"] is UNKNOWN and "no driver for this provider yet" in facts["imds_note"]
+
+
+def test_the_alibaba_driver_states_imds_tokens_and_disk_tags(tmp_path: Path) -> None:
     path = _spec(tmp_path, provider="alibaba", region="cn-wulanchabu", zone=None, offering="ecs.ebmgn8v.48xlarge")
     found = _findings(path)
-    assert found["MF-NET-005"][0].unknown and "no driver for this provider yet" in found["MF-NET-005"][0].message
-    assert found["MF-TAG-001"][0].unknown  # whether volumes get the node's tags
+    assert "MF-NET-005" not in found and "MF-TAG-001" not in found
 
 
 def test_capacity_reservations_in_a_spec(tmp_path: Path) -> None:

@@ -140,9 +140,15 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "alibaba-h20": {
         "provider": "alibaba", "offering": "ecs.ebmgn8v.48xlarge",
-        "config": {"gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H20"},
+        # No capture of an H20 exists: nvidia-smi shows the H100 SXM table's layout with the H20's name and 96 GB
+        # (97871 MiB) (mfshim._as_simulated_gpu); its NVLink topology is NV18 like the H100 SXM's (900 GB/s, 18
+        # NVLink4 links). ibv_devinfo lists the fabric's erdma_N devices (mfshim.erdma_devinfo).
+        "config": {"gpu": {"vendor": "nvidia", "count": 8, "model": "NVIDIA H20", "memory_mib": 97871},
+                   "capture_gpu": {"model": "NVIDIA H100 80GB HBM3", "memory_mib": 81559},
                    "nvme": {"count": 0, "root_model": "Alibaba Cloud Elastic Block Storage"},
-                   "fixtures": {"ibv_devinfo": "erdma/ibv_devinfo-alibaba-h20-erdma0-first-device-only.txt"},
+                   "fixtures": {"nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
+                                "nvidia-smi-q": "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt",
+                                "topo": "topo/8x-h100-nv18-no-nic-legend-omitted.txt"},
                    "fabric": {"kind": "erdma", "nics": 2, "nic_gbps": 85}},
     },
     "ascend-910b": {

@@ -458,8 +458,26 @@ def cmd_nvidia_smi(args: list[str]) -> int:
         return 1
     if key in ("nvidia-smi-q", "nvidia-smi-q-x") and "count" in gpu:
         text = _limit_gpus(text, int(gpu["count"]), xml=key == "nvidia-smi-q-x")
+    if key in ("nvidia-smi", "nvidia-smi-q"):
+        text = _as_simulated_gpu(text, gpu, cfg.get("capture_gpu") or {})
     out(text)
     return 0
+
+
+def _as_simulated_gpu(text: str, gpu: dict[str, Any], capture: dict[str, Any]) -> str:
+    """A capture (default table or ``-q``) of another GPU of the same layout (``capture_gpu``: its model and
+    memory) shown as the host's simulated GPU (``gpu``: model, memory_mib): the name and memory rewritten, table
+    widths kept. No capture of the host's own GPU exists (e.g. the H20), so its output is the capture's layout
+    with the simulated GPU's figures."""
+    if not capture.get("model") or not gpu.get("model"):
+        return text
+    old, new = str(capture["model"]), str(gpu["model"])
+    text = text.replace(old, new.ljust(len(old)) if len(new) <= len(old) else new)
+    if capture.get("memory_mib") and gpu.get("memory_mib"):
+        was, now = f"{int(capture['memory_mib'])}MiB", f"{int(gpu['memory_mib'])}MiB"
+        text = text.replace(was, now.rjust(len(was)))
+        text = text.replace(f": {int(capture['memory_mib'])} MiB", f": {int(gpu['memory_mib'])} MiB")
+    return text
 
 
 def _limit_gpus(text: str, count: int, xml: bool) -> str:
@@ -484,6 +502,51 @@ def cmd_ibstat(args: list[str]) -> int:
     if text is None:
         err("ibstat: command not found")
         return 127
+    out(text)
+    return 0
+
+
+def erdma_devinfo(cfg: dict[str, Any], st: dict[str, Any]) -> str | None:
+    """``ibv_devinfo`` of the host's eRDMA devices (config ``fabric``: kind erdma, ``nics`` devices), in the
+    format of tests/support/fixtures/erdma/ibv_devinfo-alibaba-h20-* (erdma_N, vendor 0x1ded, transport eRDMA);
+    None when the host's fabric is not eRDMA. Without the erdma kernel module (the eRDMA driver not installed and
+    loaded) the host has no verbs devices."""
+    fab = cfg.get("fabric") or {}
+    if fab.get("kind") != "erdma":
+        return None
+    if "erdma" not in st.get("modules", []):
+        return ""
+    blocks = []
+    for i in range(int(fab.get("nics") or 0)):
+        guid = f"0216:3eff:fe2f:{0x3775 + i:04x}"
+        blocks.append(f"hca_id: erdma_{i}\n        transport:                      eRDMA (0)\n"
+                      "        fw_ver:                         0.2.0\n"
+                      f"        node_guid:                      {guid}\n"
+                      f"        sys_image_guid:                 {guid}\n"
+                      "        vendor_id:                      0x1ded\n"
+                      "        vendor_part_id:                 4223\n        hw_ver:                         0x0\n"
+                      "        phys_port_cnt:                  1\n                port:   1\n"
+                      "                        state:                  PORT_ACTIVE (4)\n"
+                      "                        max_mtu:                4096 (5)\n"
+                      "                        active_mtu:             4096 (5)\n"
+                      "                        sm_lid:                 0\n"
+                      "                        port_lid:               0\n"
+                      "                        port_lmc:               0x00\n"
+                      "                        link_layer:             Ethernet\n")
+    return "\n".join(blocks)
+
+
+def cmd_ibv_devinfo(args: list[str]) -> int:
+    cfg = load_config()
+    text = erdma_devinfo(cfg, read_state())
+    if text is None:
+        text = fixture("ibv_devinfo", cfg)
+        if text is None:
+            err("sh: 1: ibv_devinfo: not found")
+            return 127
+    if not text.strip():
+        err("No IB devices found")
+        return 255
     out(text)
     return 0
 
@@ -1724,6 +1787,7 @@ HANDLERS = {
     "shutdown": cmd_reboot,
     "nvidia-smi": cmd_nvidia_smi,
     "ibstat": cmd_ibstat,
+    "ibv_devinfo": cmd_ibv_devinfo,
     "fi_info": cmd_fi_info,
     "npu-smi": cmd_npu_smi,
     "hccn_tool": cmd_hccn_tool,

@@ -1,0 +1,29 @@
+"""Alibaba Cloud ECS Bare Metal (EBM) driver for GPU nodes: ebmgn8v (H20), ebmgn7ex/ebmgn7e/ebmgn7 (A100) and
+the other EBM GPU families in the catalogue, with eRDMA interfaces (ERI) where the type has them.
+
+``import metalfleet.providers.alibaba`` imports no SDK: ``alibabacloud-ecs20140526`` loads when a driver is
+built, so a missing ``metalfleet[alibaba]`` extra surfaces as the registry's install hint. The package follows
+the AWS driver's anatomy (``providers/README.md``):
+
+=================  ===========================================================================================
+``driver``         :class:`AlibabaDriver`, the contract's methods, each a few lines over the modules below
+``errors``         ECS error codes -> the metalfleet error tree; :func:`boundary`, the one place SDK errors
+                   are translated
+``validation``     offline checks of a NodeSpec and the one tag check (no API call)
+``request``        the RunInstances parameters (deterministic, ClientToken = idempotency key, ERIs, encrypted
+                   disks, HttpTokens=required, tags)
+``network``        the vSwitch's zone and VPC, the cluster's deployment set and security group
+``observe``        the state table, instances -> Nodes, waiting, host keys from the console
+``offerings``      the catalogue's Alibaba entries merged with DescribeInstanceTypes; billing constraints
+=================  ===========================================================================================
+"""
+
+from __future__ import annotations
+
+from .driver import ENDPOINT_ENV, AlibabaDriver
+from .errors import boundary, translate_error
+from .observe import STATE_TABLE
+from .validation import MAX_TAGS, check_tags, tag_problems
+
+__all__ = ["ENDPOINT_ENV", "MAX_TAGS", "STATE_TABLE", "AlibabaDriver", "boundary", "check_tags", "tag_problems",
+           "translate_error"]
