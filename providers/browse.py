@@ -94,8 +94,8 @@ def _constraints(entry: CatalogOffering) -> tuple[str, ...]:
 def catalogue_rows(catalog: Catalog, *, providers: Sequence[str] = (), region: str | None = None,
                    gpu: str | None = None, min_gpus: int = 0, fabric: Fabric | None = None,
                    orderable_only: bool = False) -> list[OfferingRow]:
-    """Every catalogue offering as rows: one per region it is priced or listed in (``region``: only that one),
-    one with region None where it has none. Filters as ``metalfleet offerings``'s flags."""
+    """Every catalogue offering as rows: one per region it is priced or listed in, one with region None where it
+    has none; with ``region``, only the offerings listed or priced there. Filters as ``metalfleet offerings``'s."""
     rows: list[OfferingRow] = []
     for e in catalog.entries:
         if (providers and e.provider not in providers) or (orderable_only and not e.orderable):
@@ -105,8 +105,8 @@ def catalogue_rows(catalog: Catalog, *, providers: Sequence[str] = (), region: s
         regions: list[str | None] = list(catalog.regions(e.provider, e.name)) or [None]
         if "*" in regions:
             regions = [region or "*", *(r for r in regions if r != "*")]
-        if region is not None:
-            regions = [r for r in regions if r in (region, None)] or [region]
+        if region is not None:  # only where it is listed or priced (a price for every region counts)
+            regions = [r for r in regions if r == region]
         for r in dict.fromkeys(regions):
             prices = catalog.prices(e.provider, r, e.name) if r is not None else ()
             billing = tuple(p.billing.value for p in prices)

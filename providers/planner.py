@@ -604,4 +604,5 @@ def spec_yaml(option: Option, req: PlanRequirements, plan_source: str = "") -> s
     if option.billing == BillingModel.CAPACITY_BLOCK:
         head.append(f"# Capacity Block: buy the block first, then put its cr-... id in capacity.reservation_id "
                     f"(now the placeholder {BLOCK_PLACEHOLDER}).")
-    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    body: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    return "\n".join(head) + "\n" + body

@@ -87,6 +87,9 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     from metalfleet.bootstrap.tables import text_table
 
     print(text_table([row_cells(r, today) for r in rows], HEADER))
+    notes = dict.fromkeys(f"  {r.provider} {r.name}: {c}" for r in rows for c in r.constraints)
+    if notes:
+        print("\nbilling constraints:\n" + "\n".join(notes))
     print(f"\n{len(rows)} offering(s) from the shipped catalogue ({'--catalog' if args.catalog else 'offline'}); "
           "prices are list prices as dated; `metalfleet offerings --live` asks the providers.")
     return 0
@@ -104,8 +107,8 @@ def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows
         if name not in available_drivers():
             print(f"{name}: no driver in this metalfleet: shipped data only", file=sys.stderr)
             continue
-        regions = [args.region] if args.region else sorted({r.region for r in rows if r.provider == name
-                                                            and r.region not in (None, "*")}) or [None]
+        priced = sorted({r.region for r in rows if r.provider == name and r.region and r.region != "*"})
+        regions: list[str | None] = [args.region] if args.region else [*priced] or [None]
         for region in regions:
             try:
                 driver = get_driver(name, **({"region": region} if region else {}))

@@ -45,6 +45,8 @@ def test_rows_filter_like_the_command_line() -> None:
     fake = catalogue_rows(catalog, providers=["fake"], region="anywhere-9")
     assert [(r.region, r.prices[0].hourly) for r in fake] == [("anywhere-9", 20.0), ("anywhere-9", 12.0)]
     assert catalogue_rows(catalog, min_gpus=9) == []
+    west = catalogue_rows(catalog, region="eu-west-1")  # nothing AWS is priced there; fake is priced everywhere
+    assert [(r.provider, r.region) for r in west] == [("fake", "eu-west-1"), ("fake", "eu-west-1")]
 
 
 @pytest.mark.parametrize(("as_of", "text"), [
@@ -138,3 +140,16 @@ def test_a_refreshed_price_list_goes_first_and_keeps_what_it_did_not_price() -> 
     assert (on_demand.hourly, on_demand.as_of, on_demand.source) == (50.0, date(2026, 11, 30),
                                                                      "refresh (region us-east-1)")
     assert (block.billing, block.hourly, block.as_of) == (BillingModel.CAPACITY_BLOCK, 31.464, date(2025, 6, 1))
+
+
+def test_browsing_imports_no_pydantic_yaml_or_cloud_sdk() -> None:
+    """`metalfleet offerings` offline needs only the standard library and the catalogue."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nimport metalfleet.providers.browse\nprint(json.dumps(sorted(m for m in "
+            "('pydantic', 'yaml', 'boto3', 'botocore', 'tenacity') if m in sys.modules)))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == []

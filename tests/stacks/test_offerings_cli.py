@@ -39,6 +39,7 @@ def test_offerings_work_offline_without_credentials(tmp_path: Path) -> None:
         assert entry.name in out.stdout, f"{entry.provider} {entry.name} missing from the listing"
     assert {line.split()[0] for line in out.stdout.splitlines()[2:] if line.strip() and " " in line} >= {
         "aws", "alibaba", "huawei", "fake"}
+    assert "aws p5.48xlarge: capacity blocks 1-14 d, 21-182 d by 7 d, at most 64 nodes" in out.stdout
     age = (date.today() - date(2025, 6, 1)).days * 12 // 365
     assert f"2025-06-01 ({age} months old)" in out.stdout
     aws = run("offerings", "--provider", "aws", env=env)  # the command the issue saw fail

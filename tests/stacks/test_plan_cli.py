@@ -10,30 +10,19 @@ from pathlib import Path
 
 from tests.stacks.test_offerings_cli import bare_env, run
 
-REQUIREMENTS = """\
-gpus: 64
-gpu: H100
-fabric: rdma
-duration: {months: 3}
-budget: 2000000
-storage: {shared_tib: 100, block_gib_per_node: 2000}
-egress_tib: 10
-cluster:
-  name: llm-h100
-  tags: {owner: ml-platform@example.com, cost-center: "4711"}
-"""
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plan" / "requirements.yaml"
 
 
 def test_plan_answers_64_h100_for_3_months_and_writes_a_valid_spec(tmp_path: Path) -> None:
     env = bare_env(tmp_path)
-    (tmp_path / "req.yaml").write_text(REQUIREMENTS)
     spec, svg = tmp_path / "cluster.yaml", tmp_path / "cost.svg"
-    out = run("plan", str(tmp_path / "req.yaml"), "--out", str(spec), "--plot", str(svg), env=env)
+    out = run("plan", str(EXAMPLE), "--out", str(spec), "--plot", str(svg), env=env)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert text.startswith("assumptions:\n")
     assert "the run: 64 GPUs for 3 months = 2190 hours" in text
     assert "aws prices (USD) as of 2025-06-01" in text
+    assert "exchange rate given: 1 CNY = 0.14 USD (not fetched; as the requirements say)" in text
     assert "1     aws       us-east-1  8 x p5.48xlarge  64 x H100  capacity_block  641,332.22 USD" in text
     assert "compute: 592,026.62 USD = 8 nodes x 31.464 USD/h x 2352 h (one 98-day Capacity Block)" in text
     assert "shared storage: 44,544.00 USD = 307200 GiB-months x 0.145 USD" in text
@@ -46,7 +35,7 @@ def test_plan_answers_64_h100_for_3_months_and_writes_a_valid_spec(tmp_path: Pat
     root = ET.parse(svg).getroot()
     assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 2
     second = tmp_path / "second.yaml"
-    assert run("plan", str(tmp_path / "req.yaml"), "--option", "2", "--out", str(second), env=env).returncode == 0
+    assert run("plan", str(EXAMPLE), "--option", "2", "--out", str(second), env=env).returncode == 0
     assert "billing: on_demand" in second.read_text()
 
 
