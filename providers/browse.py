@@ -50,6 +50,7 @@ class OfferingRow:
     fabric_gbps: float | None
     vcpus: int | None
     cpus_per_gpu: float | None
+    cores_per_gpu: float | None
     nvme_count: int
     nvme_size_gib: int | None
     bare_metal: bool
@@ -68,7 +69,8 @@ class OfferingRow:
             "gpu_model": self.gpu_model, "gpu_count": self.gpu_count, "gpu_memory_gib": self.gpu_memory_gib,
             "interconnect": self.interconnect.value, "interconnect_gbps": self.interconnect_gbps,
             "fabric": self.fabric.value, "fabric_cards": self.fabric_cards, "fabric_gbps": self.fabric_gbps,
-            "rdma": self.rdma, "vcpus": self.vcpus, "cpus_per_gpu": self.cpus_per_gpu, "nvme_count": self.nvme_count,
+            "rdma": self.rdma, "vcpus": self.vcpus, "cpus_per_gpu": self.cpus_per_gpu,
+            "cores_per_gpu": self.cores_per_gpu, "nvme_count": self.nvme_count,
             "nvme_size_gib": self.nvme_size_gib, "bare_metal": self.bare_metal, "orderable": self.orderable,
             "billing_models": list(self.billing_models), "constraints": list(self.constraints),
             "prices": [{"billing": p.billing.value, "hourly": p.hourly, "currency": p.currency,
@@ -116,7 +118,8 @@ def catalogue_rows(catalog: Catalog, *, providers: Sequence[str] = (), region: s
                 provider=e.provider, name=e.name, region=r, vendor=e.vendor, gpu_model=e.gpu_model,
                 gpu_count=e.gpu_count, gpu_memory_gib=e.gpu_memory_gib, interconnect=e.interconnect,
                 interconnect_gbps=e.interconnect_gbps, fabric=e.fabric, fabric_cards=e.fabric_cards,
-                fabric_gbps=e.fabric_gbps, vcpus=e.vcpus, cpus_per_gpu=e.cpus_per_gpu, nvme_count=e.nvme_count,
+                fabric_gbps=e.fabric_gbps, vcpus=e.vcpus, cpus_per_gpu=e.cpus_per_gpu,
+                cores_per_gpu=e.cores_per_gpu, nvme_count=e.nvme_count,
                 nvme_size_gib=e.nvme_size_gib, bare_metal=e.bare_metal, orderable=e.orderable,
                 billing_models=billing, prices=prices, constraints=_constraints(e)))
     return rows
@@ -161,6 +164,9 @@ def live_differences(catalog: Catalog, provider: str, region: str, live: Iterabl
             shipped, now = getattr(entry, key), getattr(o, key)
             if shipped is not None and shipped != now:
                 out.append(Difference(provider, o.name, region, key, shipped, now))
+        cores = o.extra.get("cpu_cores")  # where the driver reports them (AWS: DefaultCores)
+        if cores and entry.cpu_cores is not None and cores != entry.cpu_cores:
+            out.append(Difference(provider, o.name, region, "cpu_cores", entry.cpu_cores, cores))
         shipped_prices = {p.billing: p.hourly for p in catalog.prices(provider, region, o.name)}
         live_prices = {p.billing: p.hourly for p in o.prices}
         for billing in BillingModel:

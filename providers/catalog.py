@@ -113,11 +113,18 @@ class CatalogOffering:
     #: Zones known to sell it, as ``region`` -> zones; empty where not listed.
     zones: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     billing_terms: BillingTerms = BillingTerms()
+    #: Physical CPU cores (vCPUs count hardware threads); None where no source gives them.
+    cpu_cores: int | None = None
 
     @property
     def cpus_per_gpu(self) -> float | None:
         """vCPUs per GPU (None where the vCPUs are not known or the node has no GPU)."""
         return self.vcpus / self.gpu_count if self.vcpus and self.gpu_count else None
+
+    @property
+    def cores_per_gpu(self) -> float | None:
+        """Physical CPU cores per GPU (None where the cores are not known or the node has no GPU)."""
+        return self.cpu_cores / self.gpu_count if self.cpu_cores and self.gpu_count else None
 
     def offering(self, prices: tuple[Price, ...] = ()) -> Offering:
         """The neutral :class:`Offering` from the catalogue's facts alone (unknown figures as 0)."""
@@ -229,9 +236,9 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {  # name -> (JSON ty
     "fabric_gbps": ((int, float), True), "vcpus": (int, True), "memory_gib": (int, True), "nvme_count": (int, False),
     "nvme_size_gib": (int, True), "bare_metal": (bool, False), "orderable": (bool, False), "baseline": (str, True),
     "source": (str, False), "notes": (str, True), "regions": (list, False), "zones": (dict, False),
-    "billing_terms": (dict, False),
+    "billing_terms": (dict, False), "cpu_cores": (int, True),
 }
-_OPTIONAL = {"notes", "regions", "zones", "billing_terms"}
+_OPTIONAL = {"notes", "regions", "zones", "billing_terms", "cpu_cores"}
 _TERMS = {"prepaid_only": bool, "capacity_block": dict, "spot_interruption": str, "notes": str}
 _BLOCK = {"windows": list, "max_instances": int, "lead_days": int}
 

@@ -90,7 +90,7 @@ class StorageNeed(_Strict):
 class Checks(_Strict):
     """The buyers' checklist thresholds (warnings, not refusals)."""
 
-    min_cpus_per_gpu: float = Field(4, ge=0, description="vCPUs per GPU below this: warned")
+    min_cpu_cores_per_gpu: float = Field(4, ge=0, description="physical CPU cores per GPU below this: warned")
     min_nvme_tib_per_node: float = Field(0, ge=0, description="local NVMe per node below this: warned")
     max_price_age_days: int = Field(180, ge=0, description="prices older than this: warned")
 
@@ -384,12 +384,17 @@ def _billed_hours(billing: BillingModel, entry: CatalogOffering, hours: float) -
 def _warnings(req: PlanRequirements, entry: CatalogOffering, billing: BillingModel, nodes: int, hours: float,
               price: Price, today: date) -> list[str]:
     out: list[str] = []
-    per_gpu = entry.cpus_per_gpu
-    if per_gpu is None:
-        out.append("vCPUs per GPU not known: check the data-loading headroom yourself")
-    elif per_gpu < req.checks.min_cpus_per_gpu:
-        out.append(f"{per_gpu:g} vCPUs per GPU, fewer than {req.checks.min_cpus_per_gpu:g}: data loading may starve "
-                   "the GPUs")
+    least = req.checks.min_cpu_cores_per_gpu
+    cores, threads = entry.cores_per_gpu, entry.cpus_per_gpu
+    if cores is not None:
+        if cores < least:
+            out.append(f"{cores:g} CPU cores per GPU, fewer than {least:g}: data loading may starve the GPUs")
+    elif threads is not None:
+        if threads / 2 < least:
+            out.append(f"{threads:g} vCPUs per GPU and the cores are not known: fewer than {least:g} CPU cores per "
+                       "GPU if each core runs 2 threads; data loading may starve the GPUs")
+    else:
+        out.append("CPU cores per GPU not known: check the data-loading headroom yourself")
     if entry.gpu_count > 1 and entry.interconnect == Interconnect.PCIE:
         out.append(f"PCIe-only GPUs (no NVLink/NVSwitch): {entry.gpu_count}-GPU training is bound by PCIe bandwidth")
     if nodes > 1 and entry.fabric not in RDMA_FABRICS:

@@ -22,7 +22,7 @@ __all__ = ["CATALOG_ENV", "add_arguments", "catalog_for", "cmd_offerings", "row_
 
 #: A catalogue file to read instead of the shipped one (as ``--catalog``), e.g. one a refresh wrote.
 CATALOG_ENV = "METALFLEET_CATALOG"
-HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric", "vcpu/gpu", "nvme",
+HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric", "cpu/gpu", "nvme",
           "bare metal", "billing (per node-hour)", "price as of"]
 
 
@@ -43,7 +43,10 @@ def row_cells(row: OfferingRow, today: date) -> list[str]:
     fabric = f"{row.fabric.value} {row.fabric_cards}x = {_n(row.fabric_gbps)} Gbps"
     fabric = "-" if row.fabric == Fabric.NONE else fabric
     nvme = f"{row.nvme_count}x{_n(row.nvme_size_gib)} GiB" if row.nvme_count else "-"
-    cpus = "?" if row.cpus_per_gpu is None else f"{row.cpus_per_gpu:g}"
+    if row.cores_per_gpu is not None:
+        cpus = f"{row.cores_per_gpu:g} cores"
+    else:
+        cpus = "?" if row.cpus_per_gpu is None else f"{row.cpus_per_gpu:g} vCPU"
     billing = ", ".join(f"{p.billing.value} {p.hourly:g} {p.currency}" for p in row.prices)
     unpriced = [b for b in row.billing_models if b.endswith("(unpriced)")]
     billing = ", ".join(x for x in [billing, *unpriced] if x) or "-"

@@ -84,6 +84,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         Path(args.out).write_text(spec_yaml(chosen, req, args.requirements), encoding="utf-8")
         print(f"\nwrote the cluster spec for #{args.option} ({chosen.label()}) to {args.out}; check it with "
               f"`metalfleet validate {args.out}`", file=sys.stderr)
+        missing = [t for t in ("owner", "cost-center") if t not in req.cluster.tags]
+        if missing:
+            print(f"note: the spec has no {' or '.join(missing)} tag; the default policies require them (MF-TAG-001): "
+                  "add them under cluster.tags in the requirements or to the spec", file=sys.stderr)
     if args.plot:
         from metalfleet.providers.costplot import cost_svg
 
@@ -123,7 +127,10 @@ def add_cli_commands(sub: Any) -> None:
     csub = c.add_subparsers(dest="catalogue_command", required=True)
     r = csub.add_parser("refresh", help="update catalogue prices from the providers' pricing APIs (AWS Price List "
                                         "query API); never drops an offering")
-    r.add_argument("--provider", action="append", choices=["aws"], help="provider (default aws)")
+    from metalfleet.providers.refresh import PRICE_SOURCES
+
+    r.add_argument("--provider", action="append", choices=sorted(PRICE_SOURCES),
+                   help="provider with a pricing API client (default aws)")
     r.add_argument("--region", action="append", help="region to price (repeatable; default: the regions the "
                                                      "catalogue prices)")
     r.add_argument("--catalog", metavar="catalog.json", help="the catalogue to start from (default: the shipped one)")

@@ -25,7 +25,7 @@ def test_every_catalogue_offering_is_a_row_with_its_region_prices_and_constraint
     p5 = next(r for r in rows if r.name == "p5.48xlarge")
     assert (p5.region, p5.gpu_model, p5.gpu_count, p5.gpu_memory_gib, p5.fabric, p5.fabric_gbps, p5.rdma) == (
         "us-east-1", "H100", 8, 80, Fabric.EFA, 3200.0, True)
-    assert p5.cpus_per_gpu == 24 and p5.nvme_count == 8 and p5.bare_metal is False
+    assert p5.cpus_per_gpu == 24 and p5.cores_per_gpu == 12 and p5.nvme_count == 8 and p5.bare_metal is False
     assert p5.billing_models == ("on_demand", "capacity_block")
     assert any(c.startswith("capacity blocks 1-14 d, 21-182 d by 7 d, at most 64 nodes") for c in p5.constraints)
     p5en = next(r for r in rows if r.name == "p5en.48xlarge")

@@ -53,9 +53,9 @@ def test_offerings_json_is_normalised_and_dated(tmp_path: Path) -> None:
     rows = json.loads(out.stdout)
     assert [r["name"] for r in rows] == ["p5.48xlarge", "p5en.48xlarge", "p4de.24xlarge", "p4d.24xlarge"]
     p5 = rows[0]
-    assert (p5["interconnect"], p5["interconnect_gbps"], p5["fabric"], p5["fabric_gbps"], p5["cpus_per_gpu"],
+    assert (p5["interconnect"], p5["interconnect_gbps"], p5["fabric"], p5["fabric_gbps"], p5["cores_per_gpu"],
             p5["nvme_count"], p5["bare_metal"], p5["billing_models"]) == (
-        "nvswitch", 900.0, "efa", 3200.0, 24.0, 8, False, ["on_demand", "capacity_block"])
+        "nvswitch", 900.0, "efa", 3200.0, 12.0, 8, False, ["on_demand", "capacity_block"])
     assert p5["prices"][0]["age_days"] == (date.today() - date(2025, 6, 1)).days
 
 
@@ -86,7 +86,7 @@ def test_live_asks_the_provider_and_shows_what_differs(tmp_path: Path, ec2_emula
     # a catalogue that says otherwise: the live answer (moto's EC2 data) shows the difference
     doc = catalog_document()
     p5 = next(e for e in doc["offerings"] if e["name"] == "p5.48xlarge")
-    p5["vcpus"], p5["fabric_cards"] = 96, 8
+    p5["vcpus"], p5["fabric_cards"], p5["cpu_cores"] = 96, 8, 48
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps(doc))
     diff = run("offerings", "--provider", "aws", "--live", "--json", "--catalog", str(path),
@@ -94,5 +94,5 @@ def test_live_asks_the_provider_and_shows_what_differs(tmp_path: Path, ec2_emula
     assert diff.returncode == 0, diff.stderr
     [part] = json.loads(diff.stdout)
     assert {(d["name"], d["field"], d["shipped"], d["live"]) for d in part["differences"]} == {
-        ("p5.48xlarge", "vcpus", 96, 192), ("p5.48xlarge", "fabric_cards", 8, 32)}
+        ("p5.48xlarge", "vcpus", 96, 192), ("p5.48xlarge", "fabric_cards", 8, 32), ("p5.48xlarge", "cpu_cores", 48, 96)}
     assert ec2_emulator.calls("DescribeInstanceTypes") == 2  # one per --live run: the answer came from EC2

@@ -47,6 +47,8 @@ def test_plan_json_lists_options_and_refusals(tmp_path: Path) -> None:
     assert [(o["offering"], o["billing"], o["total"]) for o in doc["options"]] == [
         ("p4de.24xlarge", "on_demand", round(2 * 27.447 * 168, 2))]
     assert "aws p4d.24xlarge: 40 GiB per GPU, below min_gpu_memory_gib 80" in doc["rejected"]
+    out = run("plan", str(tmp_path / "req.yaml"), "--out", str(tmp_path / "c.yaml"), env=bare_env(tmp_path))
+    assert "note: the spec has no owner or cost-center tag" in out.stderr
 
 
 def test_an_infeasible_plan_exits_1_with_the_reasons(tmp_path: Path) -> None:
