@@ -591,6 +591,9 @@ def cluster_spec_for(option: Option, req: PlanRequirements) -> dict[str, Any]:
     }
     if storage:
         data["storage"] = storage
+    zones = entry.zones.get(option.region) or ()
+    if zones:  # the first zone the catalogue lists for the region (a cluster placement group needs one zone)
+        data["zone"] = zones[0]
     data = _merge(data, defaults.spec)
     parse_spec(data, "the planned cluster spec")
     return data

@@ -238,6 +238,15 @@ def test_the_emitted_spec_round_trips_through_load_spec(tmp_path: Path) -> None:
     assert result.cluster_spec() == result.cluster_spec(result.best)
 
 
+
+def test_the_spec_takes_the_first_zone_the_catalogue_lists() -> None:
+    cat = catalogue([offering("aws", "z.h100", zones={"r1": ["r1b", "r1c"]})],
+                    [price_list("aws", {"r1": {"z.h100": {"on_demand": 1.0}}})])
+    assert plan(req(), cat, today=TODAY).cluster_spec()["zone"] == "r1b"
+    override = req(cluster={"spec": {"zone": "r1c"}})
+    assert plan(override, cat, today=TODAY).cluster_spec()["zone"] == "r1c"
+
+
 def test_a_capacity_block_spec_carries_the_placeholder_and_other_providers_need_an_image(tmp_path: Path) -> None:
     requirements = req(gpu="H100", providers=["aws"], billing=["capacity_block"])
     path = tmp_path / "c.yaml"
