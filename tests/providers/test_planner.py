@@ -280,6 +280,16 @@ def test_cost_over_time_climbs_to_the_total_and_the_chart_shows_each_option() ->
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert [float(x.get("data-total") or 0) for x in lines] == [round(o.total, 2) for o in result.options]
     assert "Cost over 40 days" in svg and result.best.label() in svg
+    frame = root.find("{http://www.w3.org/2000/svg}rect[@stroke='#888']")
+    assert frame is not None
+    x0, y0 = float(frame.get("x") or 0), float(frame.get("y") or 0)
+    x1, y1 = x0 + float(frame.get("width") or 0), y0 + float(frame.get("height") or 0)
+    for line in lines:  # every point inside the plot frame; each line starts at day 0 and ends on the last day
+        points = [tuple(map(float, p.split(","))) for p in (line.get("points") or "").split()]
+        assert all(x0 - 0.05 <= x <= x1 + 0.05 and y0 - 0.05 <= y <= y1 + 0.05 for x, y in points)
+        assert points[0][0] == pytest.approx(x0) and points[-1][0] == pytest.approx(x1)
+    top = min(float(p.split(",")[1]) for line in lines for p in (line.get("points") or "").split())
+    assert top >= y0 and top < y0 + (y1 - y0) * 0.5  # the dearest option reaches the upper half
 
 
 # -- properties over generated catalogues and requirements -------------------------------------------------
