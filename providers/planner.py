@@ -299,6 +299,10 @@ def plan(requirements: PlanRequirements, catalog: Catalog | None = None, *, toda
     months = hours / HOURS_PER_MONTH
     allowed_billing = req.billing or list(BillingModel)
     providers = req.providers or [p for p in catalog.providers() if p != "fake"]
+    for i, name in enumerate(req.providers):
+        if name not in catalog.providers():
+            raise InvalidSpecError(f"providers.{i}: {name!r} has no offering in the catalogue (known: "
+                                   f"{', '.join(catalog.providers())})", field=f"providers.{i}", value=name)
     options: list[Option] = []
     rejected: list[Rejected] = []
     used_lists: dict[tuple[str, str, date], str] = {}

@@ -221,6 +221,13 @@ def test_bad_requirements_name_the_field(data: dict[str, Any], field: str) -> No
     assert str(exc.value).startswith("invalid plan requirements req.yaml:")
 
 
+def test_an_unknown_provider_is_named() -> None:
+    with pytest.raises(InvalidSpecError) as exc:
+        plan(req(providers=["aws", "awz"]), SMALL, today=TODAY)
+    assert (exc.value.field, exc.value.value) == ("providers.1", "awz")
+    assert "known: aws, alibaba, huawei" in str(exc.value)
+
+
 def test_the_emitted_spec_round_trips_through_load_spec(tmp_path: Path) -> None:
     requirements = req(gpu="H100", providers=["aws"], billing=["on_demand"], storage={"block_gib_per_node": 500},
                        cluster={"name": "llm-h100", "tags": {"owner": "ml@example.com", "cost-center": "4711"},
