@@ -16,6 +16,7 @@ on GPU hosts with a bare python3 may read it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -27,12 +28,57 @@ from typing import Any, Literal, cast, get_args
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, Interconnect, Offering, Price
 
-__all__ = ["ANY_REGION", "Catalog", "CatalogOffering", "PriceList", "Vendor", "load_catalog", "parse_catalog"]
+__all__ = ["ANY_REGION", "BillingTerms", "BlockWindow", "Catalog", "CatalogOffering", "PriceList", "Vendor",
+           "catalog_document", "catalog_from_file", "load_catalog", "parse_catalog"]
 
 Vendor = Literal["nvidia", "ascend", "none"]
 #: The region key of a price list whose prices hold in every region.
 ANY_REGION = "*"
 _SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class BlockWindow:
+    """Capacity Block durations a provider sells: ``min_days`` to ``max_days`` in steps of ``step_days``."""
+
+    min_days: int
+    max_days: int
+    step_days: int = 1
+
+    def fit(self, days: float) -> int | None:
+        """The shortest bookable duration (days) of this window covering ``days``; None when it cannot."""
+        if days > self.max_days:
+            return None
+        whole = max(self.min_days, math.ceil(days - 1e-9))
+        steps = -(-(whole - self.min_days) // self.step_days)
+        length = self.min_days + steps * self.step_days
+        return length if length <= self.max_days else None
+
+
+@dataclass(frozen=True)
+class BillingTerms:
+    """Constraints on how an offering can be bought (optional in the data; the defaults constrain nothing).
+
+    ``prepaid_only``: sold only prepaid (subscription, e.g. Alibaba prePaid bare metal): no pay-as-you-go price.
+    ``block_windows``/``block_max_instances``/``block_lead_days``: Capacity Block durations, the most instances
+    of one block and how far ahead one can be booked. ``spot_interruption``: what a spot interruption looks
+    like (notice given), shown with spot prices."""
+
+    prepaid_only: bool = False
+    block_windows: tuple[BlockWindow, ...] = ()
+    block_max_instances: int | None = None
+    block_lead_days: int | None = None
+    spot_interruption: str = ""
+    notes: str = ""
+
+    def block_days(self, days: float) -> int | None:
+        """The shortest bookable Capacity Block covering ``days``; None when no window covers it."""
+        fits = [f for f in (w.fit(days) for w in self.block_windows) if f is not None]
+        return min(fits) if fits else None
+
+    @property
+    def block_max_days(self) -> int | None:
+        return max((w.max_days for w in self.block_windows), default=None)
 
 
 @dataclass(frozen=True)
@@ -62,6 +108,23 @@ class CatalogOffering:
     baseline: str | None
     source: str
     notes: str = ""
+    #: Regions the offering is known to be sold in (besides those its price lists name); () where not listed.
+    regions: tuple[str, ...] = ()
+    #: Zones known to sell it, as ``region`` -> zones; empty where not listed.
+    zones: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    billing_terms: BillingTerms = BillingTerms()
+    #: Physical CPU cores (vCPUs count hardware threads); None where no source gives them.
+    cpu_cores: int | None = None
+
+    @property
+    def cpus_per_gpu(self) -> float | None:
+        """vCPUs per GPU (None where the vCPUs are not known or the node has no GPU)."""
+        return self.vcpus / self.gpu_count if self.vcpus and self.gpu_count else None
+
+    @property
+    def cores_per_gpu(self) -> float | None:
+        """Physical CPU cores per GPU (None where the cores are not known or the node has no GPU)."""
+        return self.cpu_cores / self.gpu_count if self.cpu_cores and self.gpu_count else None
 
     def offering(self, prices: tuple[Price, ...] = ()) -> Offering:
         """The neutral :class:`Offering` from the catalogue's facts alone (unknown figures as 0)."""
@@ -84,6 +147,11 @@ class PriceList:
     source: str
     notes: str
     regions: Mapping[str, Mapping[str, Mapping[BillingModel, float]]] = field(default_factory=dict)
+    #: Optional rates for the cost of ownership (None: not known): block storage and shared (parallel file
+    #: system) storage per GiB-month, data egress to the internet per GiB; in ``currency``.
+    block_storage_gib_month: float | None = None
+    shared_storage_gib_month: float | None = None
+    egress_gib: float | None = None
 
     def prices(self, region: str, offering: str) -> tuple[Price, ...]:
         """The prices of ``offering`` in ``region``, in BillingModel order; () where none are listed.
@@ -122,12 +190,38 @@ class Catalog:
         return [e for e in self.entries if e.provider == provider and (orderable is None or e.orderable == orderable)]
 
     def prices(self, provider: str, region: str, name: str) -> tuple[Price, ...]:
+        """Every billing model's price, in BillingModel order: for each model the first price list that
+        prices it (a refreshed list goes before the one it updates, which keeps what the refresh did not see)."""
+        found: dict[BillingModel, Price] = {}
         for price_list in self.price_lists:
             if price_list.provider == provider:
-                found = price_list.prices(region, name)
-                if found:
-                    return found
-        return ()
+                for price in price_list.prices(region, name):
+                    found.setdefault(price.billing, price)
+        return tuple(found[b] for b in BillingModel if b in found)
+
+    def regions(self, provider: str, name: str) -> list[str]:
+        """Regions an offering is listed in: its own ``regions`` then every region a price list prices it in
+        (``*``: every region), in first-seen order."""
+        entry = self.get(provider, name)
+        out = list(entry.regions) if entry else []
+        for price_list in self.price_lists:
+            if price_list.provider == provider:
+                out.extend(r for r, table in price_list.regions.items() if name in table and r not in out)
+        return out
+
+    def price_list_for(self, provider: str, region: str, name: str | None = None) -> PriceList | None:
+        """The first price list of ``provider`` covering ``region`` (and ``name``, when given)."""
+        for price_list in self.price_lists:
+            if price_list.provider != provider:
+                continue
+            for key in (region, ANY_REGION):
+                if key in price_list.regions and (name is None or name in price_list.regions[key]):
+                    return price_list
+        return None
+
+    def providers(self) -> list[str]:
+        """Every provider with an entry, in the data file's order."""
+        return list(dict.fromkeys(e.provider for e in self.entries))
 
     def offerings(self, provider: str, region: str) -> list[Offering]:
         """The orderable offerings of ``provider`` from the catalogue's facts and prices alone."""
@@ -141,9 +235,12 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {  # name -> (JSON ty
     "interconnect_gbps": ((int, float), True), "fabric": (str, False), "fabric_cards": (int, False),
     "fabric_gbps": ((int, float), True), "vcpus": (int, True), "memory_gib": (int, True), "nvme_count": (int, False),
     "nvme_size_gib": (int, True), "bare_metal": (bool, False), "orderable": (bool, False), "baseline": (str, True),
-    "source": (str, False), "notes": (str, True),
+    "source": (str, False), "notes": (str, True), "regions": (list, False), "zones": (dict, False),
+    "billing_terms": (dict, False), "cpu_cores": (int, True),
 }
-_OPTIONAL = {"notes"}
+_OPTIONAL = {"notes", "regions", "zones", "billing_terms", "cpu_cores"}
+_TERMS = {"prepaid_only": bool, "capacity_block": dict, "spot_interruption": str, "notes": str}
+_BLOCK = {"windows": list, "max_instances": int, "lead_days": int}
 
 
 def _bad(source: str, where: str, value: object, why: str) -> InvalidSpecError:
@@ -184,7 +281,45 @@ def _entry(raw: object, where: str, source: str) -> CatalogOffering:
         if values[key] is not None:
             values[key] = float(values[key])
     values["notes"] = values.get("notes") or ""
+    values["regions"] = tuple(_strings(values.get("regions") or [], f"{where}.regions", source))
+    values["zones"] = MappingProxyType({
+        str(r): tuple(_strings(z, f"{where}.zones.{r}", source)) for r, z in (values.get("zones") or {}).items()})
+    values["billing_terms"] = _terms(values.get("billing_terms") or {}, f"{where}.billing_terms", source)
     return CatalogOffering(**values)
+
+
+def _strings(raw: object, where: str, source: str) -> list[str]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
+        raise _bad(source, where, raw, "expected a list of names")
+    return list(raw)
+
+
+def _typed(raw: dict[str, Any], spec: Mapping[str, type], where: str, source: str) -> None:
+    for key, value in raw.items():
+        kind = spec.get(key)
+        if kind is None:
+            raise _bad(source, f"{where}.{key}", value, f"unknown key (known: {', '.join(spec)})")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise _bad(source, f"{where}.{key}", value, f"expected {kind.__name__}")
+
+
+def _terms(raw: dict[str, Any], where: str, source: str) -> BillingTerms:
+    _typed(raw, _TERMS, where, source)
+    block: dict[str, Any] = raw.get("capacity_block") or {}
+    _typed(block, _BLOCK, f"{where}.capacity_block", source)
+    windows = []
+    for i, w in enumerate(block.get("windows") or []):
+        at = f"{where}.capacity_block.windows.{i}"
+        if not isinstance(w, dict):
+            raise _bad(source, at, w, "must be a mapping of min_days, max_days, step_days")
+        _typed(w, {"min_days": int, "max_days": int, "step_days": int}, at, source)
+        window = BlockWindow(int(w.get("min_days", 1)), int(w.get("max_days", 0)), int(w.get("step_days", 1)))
+        if not 1 <= window.min_days <= window.max_days or window.step_days < 1:
+            raise _bad(source, at, w, "needs 1 <= min_days <= max_days and step_days >= 1")
+        windows.append(window)
+    return BillingTerms(prepaid_only=bool(raw.get("prepaid_only", False)), block_windows=tuple(windows),
+                        block_max_instances=block.get("max_instances"), block_lead_days=block.get("lead_days"),
+                        spot_interruption=str(raw.get("spot_interruption", "")), notes=str(raw.get("notes", "")))
 
 
 def _price_list(raw: object, where: str, source: str) -> PriceList:
@@ -214,8 +349,15 @@ def _price_list(raw: object, where: str, source: str) -> PriceList:
                 parsed[model] = float(hourly)
             offerings[str(name)] = MappingProxyType(parsed)
         regions[str(region)] = MappingProxyType(offerings)
+    extras: dict[str, float | None] = {}
+    for key in ("block_storage_gib_month", "shared_storage_gib_month", "egress_gib"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
+            raise _bad(source, f"{where}.{key}", value, "expected a price, >= 0")
+        extras[key] = None if value is None else float(value)
     return PriceList(provider=str(raw["provider"]), currency=str(raw["currency"]), as_of=as_of,
-                     source=str(raw["source"]), notes=str(raw.get("notes") or ""), regions=MappingProxyType(regions))
+                     source=str(raw["source"]), notes=str(raw.get("notes") or ""), regions=MappingProxyType(regions),
+                     **extras)
 
 
 def parse_catalog(doc: object, source: str = "<catalog>") -> Catalog:
@@ -239,6 +381,26 @@ def parse_catalog(doc: object, source: str = "<catalog>") -> Catalog:
                     raise _bad(source, f"price_lists.{i}.regions.{region}.{name}", name,
                                f"a price for an offering the catalogue does not list for {price_list.provider}")
     return Catalog(entries=entries, price_lists=lists)
+
+
+def catalog_from_file(path: str) -> Catalog:
+    """A catalogue from a JSON file (such as one ``metalfleet catalogue refresh`` wrote); errors name the field."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except OSError as exc:
+        raise InvalidSpecError(f"offering catalogue {path}: cannot read it ({exc.strerror})", field="catalog",
+                               value=path) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidSpecError(f"offering catalogue {path}: not JSON (line {exc.lineno}, column {exc.colno}: "
+                               f"{exc.msg})", field="catalog", value=path) from None
+    return parse_catalog(cast(object, doc), path)
+
+
+def catalog_document() -> dict[str, Any]:
+    """The shipped catalogue's JSON document (a fresh copy: callers may change it)."""
+    text = resources.files("metalfleet.providers").joinpath("data/catalog.json").read_text(encoding="utf-8")
+    return cast(dict[str, Any], json.loads(text))
 
 
 @lru_cache(maxsize=1)

@@ -14,10 +14,8 @@ from typing import Any
 
 from metalfleet.providers import (
     ClusterSpec,
-    Fabric,
     MetalfleetError,
     Node,
-    Offering,
     get_driver,
     load_spec,
 )
@@ -33,16 +31,6 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     from metalfleet.bootstrap.tables import text_table
 
     return text_table(rows, header)
-
-
-def _offering_row(o: Offering) -> list[str]:
-    p = o.price()
-    price = f"{p.hourly:.2f} {p.currency} ({p.as_of.isoformat()})" if p else "-"
-    fabric = "-" if o.fabric == Fabric.NONE else f"{o.fabric.value} {o.fabric_cards}x = {o.fabric_gbps:g} Gbps"
-    nvme = f"{o.nvme_count}x{o.nvme_size_gib} GiB" if o.nvme_count else "-"
-    return [o.provider, o.name, f"{o.gpu_count}x {o.gpu_model} {o.gpu_memory_gib} GiB",
-            f"{o.interconnect.value} {o.interconnect_gbps:g} GB/s", fabric, str(o.vcpus), f"{o.memory_gib} GiB",
-            nvme, "yes" if o.bare_metal else "no", price]
 
 
 def _node_rows(nodes: Sequence[Node]) -> str:
@@ -61,24 +49,9 @@ def _progress(nodes: Sequence[Node]) -> None:
 # -- commands --------------------------------------------------------------------------------------
 
 def cmd_offerings(args: argparse.Namespace) -> int:
-    providers = args.provider or ["aws"]
-    found: list[Offering] = []
-    for name in providers:
-        config = {"region": args.region} if args.region else {}
-        found.extend(get_driver(name, **config).offerings())
-    if args.gpu:
-        found = [o for o in found if o.gpu_model.lower() == args.gpu.lower()]
-    if args.min_gpus:
-        found = [o for o in found if o.gpu_count >= args.min_gpus]
-    if args.fabric:
-        found = [o for o in found if o.fabric == Fabric(args.fabric)]
-    if args.json:
-        print(json.dumps([o.to_dict() for o in found], indent=2))
-    else:
-        print(_table([_offering_row(o) for o in found],
-                     ["provider", "name", "gpus", "interconnect", "fabric", "vcpus", "memory", "nvme",
-                      "bare metal", "on-demand / h"]))
-    return 0
+    from metalfleet.stacks.offerings_cli import cmd_offerings as offerings
+
+    return offerings(args)
 
 
 def _policy_report(args: argparse.Namespace) -> Any:
@@ -173,13 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="metalfleet", description="GPU cluster spec to accepted, bootstrapped nodes.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    o = sub.add_parser("offerings", help="list normalised GPU offerings")
-    o.add_argument("--provider", action="append", help="provider name (repeatable; default aws)")
-    o.add_argument("--region")
-    o.add_argument("--gpu", help="GPU model, e.g. H100")
-    o.add_argument("--min-gpus", type=int, default=0)
-    o.add_argument("--fabric", choices=[f.value for f in Fabric])
-    o.add_argument("--json", action="store_true")
+    o = sub.add_parser("offerings", help="list normalised GPU offerings (shipped catalogue; --live asks providers)")
+    from metalfleet.stacks.offerings_cli import add_arguments
+
+    add_arguments(o)
     o.set_defaults(func=cmd_offerings)
 
     v = sub.add_parser("validate", help="validate a cluster spec offline and check it against the policies "
@@ -234,7 +204,7 @@ def _optional_commands(sub: Any) -> None:
     """Commands owned by other layers register themselves here."""
     import importlib
 
-    for module in ("metalfleet.bootstrap.acceptance.cli", "metalfleet.policies.cli"):
+    for module in ("metalfleet.bootstrap.acceptance.cli", "metalfleet.policies.cli", "metalfleet.stacks.plan_cli"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -148,8 +148,9 @@ def main() -> int:
         print(f"examples/aws-p5 copied to {spec.parent}, ssh.private_key and ssh.known_hosts pointing there, "
               f"network.ssh_ingress_cidrs [{CONTROLLER_CIDR}] (this controller)")
 
-        banner("GPU offerings (describe_instance_types + dated price table)")
-        run("offerings", "--provider", "aws", "--region", "us-east-1", env=env)
+        banner("GPU offerings: the shipped catalogue (offline, dated prices), then --live (DescribeInstanceTypes)")
+        run("offerings", "--provider", "aws", "--region", "us-east-1", "--orderable", env=env)
+        run("offerings", "--provider", "aws", "--region", "us-east-1", "--live", env=env)
 
         banner("order examples/aws-p5/cluster.yaml directly through the driver")
         run("order", str(spec), env=env)

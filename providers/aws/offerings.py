@@ -56,6 +56,7 @@ def offering_from_type(info: Mapping[str, Any], entry: CatalogOffering, catalog:
                "efa_max_interfaces": int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
                "network_performance": net.get("NetworkPerformance"),
                "ena_srd": bool(net.get("EnaSrdSupported", False)),
+               "cpu_cores": int((info.get("VCpuInfo") or {}).get("DefaultCores") or 0),
                "whole_host": True},
     )
 

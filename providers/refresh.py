@@ -1,0 +1,195 @@
+"""``metalfleet catalogue refresh``: new dated prices from each provider's pricing API, never a dropped offering.
+
+A refresh adds one price list per provider at the front of the catalogue's ``price_lists`` (dated today, its
+source naming the API), so :meth:`Catalog.prices` takes the fresh figure for each billing model the API priced
+and keeps the older, older-dated one for everything it did not (AWS's Price List has no Capacity Block rates).
+Offerings are never removed or changed; an offering the API did not price is reported, with the price it keeps.
+A refresh list is dropped only when a newer refresh prices everything it priced. The result is checked before
+it is written: every offering still listed, every price point still priced.
+
+Price sources are per provider (:data:`PRICE_SOURCES`); AWS's is the Price List query API. Alibaba
+(DescribePrice) and Huawei (price inquiry) are left to their drivers: add a source here when they land.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from .catalog import ANY_REGION, Catalog, catalog_document, parse_catalog
+from .errors import InvalidSpecError, MetalfleetError
+from .models import BillingModel
+
+__all__ = ["PRICE_SOURCES", "PriceChange", "RefreshReport", "refresh_catalogue", "refresh_document"]
+
+#: Marks a price list a refresh wrote (its ``notes`` start with it).
+REFRESH_MARK = "metalfleet catalogue refresh"
+
+#: region, offering names -> offering -> billing model -> hourly price in the source's currency.
+PriceFetch = Callable[[str, Sequence[str]], Mapping[str, Mapping[BillingModel, float]]]
+
+
+@dataclass(frozen=True)
+class PriceSource:
+    """A provider's pricing API: its currency, what to call it in the catalogue, and a factory for the fetch."""
+
+    currency: str
+    source: str
+    make: Callable[[str | None], PriceFetch]
+
+
+def _aws(endpoint_url: str | None) -> PriceFetch:
+    from .aws.pricing import AwsPriceList
+
+    return AwsPriceList(endpoint_url=endpoint_url).prices
+
+
+def _aws_source() -> PriceSource:
+    from .aws.pricing import SOURCE
+
+    return PriceSource("USD", SOURCE, _aws)
+
+
+#: provider -> its pricing API. Alibaba DescribePrice and Huawei's price inquiry: not yet (see the module doc).
+PRICE_SOURCES: dict[str, Callable[[], PriceSource]] = {"aws": _aws_source}
+
+
+@dataclass(frozen=True)
+class PriceChange:
+    provider: str
+    region: str
+    name: str
+    billing: BillingModel
+    old: float | None
+    new: float
+
+
+@dataclass
+class RefreshReport:
+    """What a refresh changed, confirmed, and could not price (with what the catalogue keeps for it)."""
+
+    out: str
+    as_of: date
+    changes: list[PriceChange] = field(default_factory=list)
+    unchanged: int = 0
+    kept: list[str] = field(default_factory=list)
+    unpriced: list[str] = field(default_factory=list)
+    dropped_lists: int = 0
+
+    def text(self) -> str:
+        lines = [f"refreshed prices as of {self.as_of.isoformat()} written to {self.out}"]
+        for c in self.changes:
+            old = "none" if c.old is None else f"{c.old:g}"
+            lines.append(f"  {c.provider} {c.region} {c.name} {c.billing.value}: {old} -> {c.new:g}")
+        lines.append(f"  {len(self.changes)} price(s) changed or added, {self.unchanged} confirmed unchanged")
+        lines += [f"  kept: {k}" for k in self.kept]
+        lines += [f"  still unpriced (listed, no price before or now): {u}" for u in self.unpriced]
+        if self.dropped_lists:
+            lines.append(f"  {self.dropped_lists} older refresh list(s) replaced (everything they priced is priced "
+                         "again)")
+        lines.append("no offering was dropped; use it with: metalfleet offerings --catalog "
+                     f"{self.out} (or METALFLEET_CATALOG={self.out})")
+        return "\n".join(lines)
+
+
+def _priced_points(catalog: Catalog) -> set[tuple[str, str, str, BillingModel]]:
+    return {(pl.provider, region, name, billing) for pl in catalog.price_lists
+            for region, table in pl.regions.items() for name, rates in table.items() for billing in rates}
+
+
+def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, currency: str, source: str,
+                     regions: Sequence[str] | None = None, today: date | None = None,
+                     report: RefreshReport | None = None) -> dict[str, Any]:
+    """``doc`` (a catalogue document) with a fresh price list for ``provider`` from ``fetch``; checked."""
+    today = today or date.today()
+    before = parse_catalog(doc, "the catalogue to refresh")
+    report = report or RefreshReport(out="-", as_of=today)
+    names = [e.name for e in before.of(provider)]
+    if not names:
+        raise InvalidSpecError(f"provider {provider!r} has no offering in the catalogue", field="provider",
+                               value=provider)
+    wanted = list(regions or [])
+    if not wanted:
+        for pl in before.price_lists:
+            if pl.provider == provider:
+                wanted += [r for r in pl.regions if r != ANY_REGION and r not in wanted]
+    if not wanted:
+        raise InvalidSpecError(f"{provider}: the catalogue prices no region; name one with --region",
+                               field="region", value=None)
+    fresh: dict[str, dict[str, dict[str, float]]] = {}
+    for region in wanted:
+        answer = fetch(region, names)
+        for name in names:
+            old = {p.billing: p.hourly for p in before.prices(provider, region, name)}
+            new = dict(answer.get(name) or {})
+            if new:
+                fresh.setdefault(region, {})[name] = {b.value: float(v) for b, v in new.items()}
+            elif not old:
+                report.unpriced.append(f"{provider} {region} {name}")
+            for billing, value in new.items():
+                if old.get(billing) == value:
+                    report.unchanged += 1
+                else:
+                    report.changes.append(PriceChange(provider, region, name, billing, old.get(billing), value))
+            for billing, value in old.items():
+                if billing not in new:
+                    price = next(p for p in before.prices(provider, region, name) if p.billing == billing)
+                    report.kept.append(f"{provider} {region} {name} {billing.value} {value:g} "
+                                       f"{price.currency} (as of {price.as_of.isoformat()}; the API did not price it)")
+    if not fresh:
+        raise MetalfleetError(f"{provider}: the pricing API priced none of {', '.join(names)} in "
+                              f"{', '.join(wanted)}; the catalogue is left as it was", provider=provider)
+    new_list = {"provider": provider, "currency": currency, "as_of": today.isoformat(), "source": source,
+                "notes": f"{REFRESH_MARK} on {today.isoformat()}: only the prices the API gave; the lists below keep "
+                         "the rest", "regions": fresh}
+    out = dict(doc)
+    fresh_points = {(r, n, b) for r, t in fresh.items() for n, rates in t.items() for b in rates}
+    kept_lists = []
+    for raw in doc.get("price_lists") or []:
+        mine = raw.get("provider") == provider and str(raw.get("notes", "")).startswith(REFRESH_MARK)
+        points = {(r, n, b) for r, t in (raw.get("regions") or {}).items() for n, rates in t.items() for b in rates}
+        if mine and points <= fresh_points:
+            report.dropped_lists += 1
+            continue
+        kept_lists.append(raw)
+    out["price_lists"] = [new_list, *kept_lists]
+    after = parse_catalog(out, "the refreshed catalogue")
+    lost_entries = {(e.provider, e.name) for e in before.entries} - {(e.provider, e.name) for e in after.entries}
+    # every price point priced before is still priced (by some list) after
+    lost_points = {(p, r, n, b) for p, r, n, b in _priced_points(before)
+                   if b not in {x.billing for x in after.prices(p, r, n)}}
+    if lost_entries or lost_points:  # a defect in the refresh, never a user error: refuse to write
+        raise MetalfleetError(f"refresh would drop offerings {sorted(lost_entries)} or prices {sorted(lost_points)}")
+    return out
+
+
+def refresh_catalogue(catalog_path: str | None, out: str, *, providers: Sequence[str] = ("aws",),
+                      regions: Sequence[str] | None = None, endpoint_url: str | None = None,
+                      today: date | None = None) -> RefreshReport:
+    """Refresh ``providers``' prices in the catalogue at ``catalog_path`` (default: the shipped one), write
+    ``out``, and report what changed."""
+    today = today or date.today()
+    if catalog_path:
+        try:
+            doc = json.loads(Path(catalog_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidSpecError(f"offering catalogue {catalog_path}: cannot read it ({exc})", field="catalog",
+                                   value=catalog_path) from None
+    else:
+        doc = catalog_document()
+    report = RefreshReport(out=out, as_of=today)
+    for provider in providers:
+        if provider not in PRICE_SOURCES:
+            raise InvalidSpecError(f"no pricing API client for provider {provider!r} yet (have: "
+                                   f"{', '.join(PRICE_SOURCES)})", field="provider", value=provider)
+        src = PRICE_SOURCES[provider]()
+        where = f" at {endpoint_url}" if endpoint_url else ""
+        doc = refresh_document(doc, provider, src.make(endpoint_url), currency=src.currency,
+                               source=f"{src.source}{where}, fetched {today.isoformat()}", regions=regions,
+                               today=today, report=report)
+    Path(out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return report

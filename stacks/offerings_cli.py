@@ -1,0 +1,145 @@
+"""``metalfleet offerings``: the shipped catalogue by default (offline, no credentials), the providers with --live.
+
+Kept apart from :mod:`metalfleet.stacks.cli` so the listing can grow (more providers, more columns) without
+touching the command table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import date
+from typing import Any
+
+from metalfleet.providers import Fabric
+from metalfleet.providers.browse import OfferingRow, catalogue_rows, live_differences, price_age
+from metalfleet.providers.catalog import Catalog, catalog_from_file, load_catalog
+from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
+
+__all__ = ["CATALOG_ENV", "add_arguments", "catalog_for", "cmd_offerings", "row_cells"]
+
+#: A catalogue file to read instead of the shipped one (as ``--catalog``), e.g. one a refresh wrote.
+CATALOG_ENV = "METALFLEET_CATALOG"
+HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric", "cpu/gpu", "nvme",
+          "bare metal", "billing (per node-hour)", "price as of"]
+
+
+def catalog_for(path: str | None) -> Catalog:
+    """``--catalog`` (or $METALFLEET_CATALOG), else the catalogue shipped with metalfleet."""
+    path = path or os.environ.get(CATALOG_ENV) or None
+    return catalog_from_file(path) if path else load_catalog()
+
+
+def _n(value: float | None, unit: str = "") -> str:
+    return "?" if value is None else f"{value:g}{unit}"
+
+
+def row_cells(row: OfferingRow, today: date) -> list[str]:
+    memory = f" {row.gpu_memory_gib} GiB" if row.gpu_memory_gib is not None else " ? GiB"
+    gpus = f"{row.gpu_count}x {row.gpu_model}{memory}" if row.gpu_count else "-"
+    link = row.interconnect.value + (f" {row.interconnect_gbps:g} GB/s" if row.interconnect_gbps else "")
+    fabric = f"{row.fabric.value} {row.fabric_cards}x = {_n(row.fabric_gbps)} Gbps"
+    fabric = "-" if row.fabric == Fabric.NONE else fabric
+    nvme = f"{row.nvme_count}x{_n(row.nvme_size_gib)} GiB" if row.nvme_count else "-"
+    if row.cores_per_gpu is not None:
+        cpus = f"{row.cores_per_gpu:g} cores"
+    else:
+        cpus = "?" if row.cpus_per_gpu is None else f"{row.cpus_per_gpu:g} vCPU"
+    billing = ", ".join(f"{p.billing.value} {p.hourly:g} {p.currency}" for p in row.prices)
+    unpriced = [b for b in row.billing_models if b.endswith("(unpriced)")]
+    billing = ", ".join(x for x in [billing, *unpriced] if x) or "-"
+    ages = sorted({p.as_of for p in row.prices})
+    age = "; ".join(price_age(d, today) for d in ages) or "-"
+    bare = "yes" if row.bare_metal else "no"
+    name = row.name if row.orderable else f"{row.name} (inventory only)"
+    return [row.provider, name, row.region or "-", gpus, link, fabric, cpus, nvme, bare, billing, age]
+
+
+def add_arguments(o: argparse.ArgumentParser) -> None:
+    o.add_argument("--provider", action="append", help="provider name (repeatable; default: every provider)")
+    o.add_argument("--region", help="only this region (with --live: the region to ask)")
+    o.add_argument("--gpu", help="GPU/NPU model, e.g. H100")
+    o.add_argument("--min-gpus", type=int, default=0)
+    o.add_argument("--fabric", choices=[f.value for f in Fabric])
+    o.add_argument("--orderable", action="store_true", help="only offerings metalfleet's drivers order")
+    o.add_argument("--live", action="store_true",
+                   help="ask each provider (credentials from the environment) and show what differs from the "
+                        "shipped data")
+    o.add_argument("--catalog", metavar="catalog.json", help=f"read this catalogue file (or ${CATALOG_ENV})")
+    o.add_argument("--json", action="store_true")
+
+
+def cmd_offerings(args: argparse.Namespace) -> int:
+    catalog, today = catalog_for(args.catalog), date.today()
+    providers = args.provider or []
+    known = catalog.providers()
+    for name in providers:
+        if name not in known:
+            raise InvalidSpecError(f"--provider {name!r}: no offerings in the catalogue (known: {', '.join(known)})",
+                                   field="provider", value=name)
+    fabric = Fabric(args.fabric) if args.fabric else None
+    rows = catalogue_rows(catalog, providers=providers, region=args.region, gpu=args.gpu, min_gpus=args.min_gpus,
+                          fabric=fabric, orderable_only=args.orderable or args.live)
+    if args.live:
+        return _live(args, catalog, providers or known, rows, today)
+    if args.json:
+        print(json.dumps([r.to_dict(today) for r in rows], indent=2))
+        return 0
+    from metalfleet.bootstrap.tables import text_table
+
+    print(text_table([row_cells(r, today) for r in rows], HEADER))
+    notes = dict.fromkeys(f"  {r.provider} {r.name}: {c}" for r in rows for c in r.constraints)
+    if notes:
+        print("\nbilling constraints:\n" + "\n".join(notes))
+    print(f"\n{len(rows)} offering(s) from the shipped catalogue ({'--catalog' if args.catalog else 'offline'}); "
+          "prices are list prices as dated; `metalfleet offerings --live` asks the providers.")
+    return 0
+
+
+def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows: list[OfferingRow],
+          today: date) -> int:
+    """Ask each provider's driver; print its offerings and what differs from the shipped data."""
+    from metalfleet.providers import get_driver
+    from metalfleet.providers.registry import available_drivers
+
+    failed = 0
+    report: list[dict[str, Any]] = []
+    for name in providers:
+        if name not in available_drivers():
+            print(f"{name}: no driver in this metalfleet: shipped data only", file=sys.stderr)
+            continue
+        priced = sorted({r.region for r in rows if r.provider == name and r.region and r.region != "*"})
+        regions: list[str | None] = [args.region] if args.region else [*priced] or [None]
+        for region in regions:
+            try:
+                driver = get_driver(name, **({"region": region} if region else {}))
+                live = driver.offerings()
+            except MetalfleetError as exc:
+                print(f"{name} {region or ''}: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            where = region or str(getattr(driver, "region", "-"))
+            diffs = live_differences(catalog, name, where, live)
+            report.append({"provider": name, "region": where, "offerings": [o.to_dict() for o in live],
+                           "differences": [{"name": d.name, "field": d.field, "shipped": d.shipped, "live": d.live}
+                                           for d in diffs]})
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        from metalfleet.bootstrap.tables import text_table
+
+        for part in report:
+            print(f"{part['provider']} {part['region']}: {len(part['offerings'])} offering(s) live")
+            print(text_table([[o["name"], f"{o['gpu_count']}x {o['gpu_model']} {o['gpu_memory_gib']} GiB",
+                               f"{o['fabric']} {o['fabric_cards']}x = {o['fabric_gbps']:g} Gbps", str(o["vcpus"]),
+                               f"{o['memory_gib']} GiB"] for o in part["offerings"]],
+                             ["name", "accelerators", "fabric", "vcpus", "memory"]))
+            diffs = part["differences"]
+            print(f"differences from the shipped catalogue: {len(diffs) or 'none'}")
+            for d in diffs:
+                shipped = "absent" if d["shipped"] is None else d["shipped"]
+                live_value = "absent" if d["live"] is None else d["live"]
+                print(f"  {d['name']} {d['field']}: shipped {shipped}, live {live_value}")
+    return 1 if failed else 0
