@@ -225,6 +225,9 @@ def test_capacity_reservation_targeting(driver: AwsDriver, emulator: Ec2Emulator
 def test_capacity_block_targeting(driver: AwsDriver, emulator: Ec2Emulator, ec2: Any, specs: Specs) -> None:
     [offer] = ec2.describe_capacity_block_offerings(InstanceType="p5.48xlarge", InstanceCount=1,
                                                     CapacityDurationHours=24)["CapacityBlockOfferings"]
+    assert offer["UpfrontFee"] == f"{31.464 * 24:.2f}"  # the catalogue's p5 block rate per instance-hour
+    assert ec2.describe_capacity_block_offerings(InstanceType="m5.large", InstanceCount=1,
+                                                 CapacityDurationHours=24)["CapacityBlockOfferings"] == []
     cr_id = ec2.purchase_capacity_block(CapacityBlockOfferingId=offer["CapacityBlockOfferingId"],
                                         InstancePlatform="Linux/UNIX")["CapacityReservation"]["CapacityReservationId"]
     [spec] = specs.node_specs(driver, "p5.48xlarge", capacity={"billing": "capacity_block", "reservation_id": cr_id,

@@ -469,11 +469,19 @@ def install_extensions() -> None:
         hours = int(self._get_param("CapacityDurationHours", 24))
         start = CLOCK.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
         zone = f"{self.region}a"
+        from metalfleet.providers.catalog import load_catalog
+        from metalfleet.providers.models import BillingModel
+
+        rate = next((p.hourly for p in load_catalog().prices("aws", self.region, instance_type)
+                     if p.billing == BillingModel.CAPACITY_BLOCK), None)
+        if rate is None:  # AWS sells blocks of a few types only: an empty answer, as for any unoffered type
+            return ActionResult({"CapacityBlockOfferings": []})
         digest = hashlib.sha256(f"{instance_type}|{count}|{hours}|{zone}".encode()).hexdigest()[:17]
         offering = {"CapacityBlockOfferingId": f"cb-{digest}", "InstanceType": instance_type,
                     "AvailabilityZone": zone, "InstanceCount": count, "StartDate": start,
                     "EndDate": start + timedelta(hours=hours), "CapacityBlockDurationHours": hours,
-                    "UpfrontFee": f"{31.464 * 8 * count * hours:.2f}", "CurrencyCode": "USD", "Tenancy": "default"}
+                    "UpfrontFee": f"{rate * count * hours:.2f}",  # the catalogue's rate per instance-hour
+                    "CurrencyCode": "USD", "Tenancy": "default"}
         _ext(self.ec2_backend).block_offerings[offering["CapacityBlockOfferingId"]] = offering
         return ActionResult({"CapacityBlockOfferings": [offering]})
 
