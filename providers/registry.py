@@ -22,6 +22,7 @@ ENTRY_POINT_GROUP = "metalfleet.drivers"
 _BUILTIN: dict[str, str] = {
     "fake": "metalfleet.providers.fake:FakeDriver",
     "aws": "metalfleet.providers.aws:AwsDriver",
+    "ipmi": "metalfleet.providers.ipmi:IpmiDriver",
 }
 
 
