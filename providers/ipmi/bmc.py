@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..contract import PowerState
-from ..errors import InvalidSpecError, OperationTimeout, ProviderError
+from ..errors import AuthError, InvalidSpecError, OperationTimeout, ProviderError
 from .errors import PROVIDER, boundary
 from .model import Host
 
@@ -37,6 +37,9 @@ BOOT_DEVICES: Mapping[str, tuple[str, str]] = {
 _IPMI_LOCK = threading.RLock()
 #: (address, port, user, password) -> the pyghmi Command in use (in memory only; see IpmiBmc._command)
 _COMMANDS: dict[tuple[str, int, str, str], Any] = {}
+#: The same key -> the BMC's refusal: a password a BMC refused is not tried again by this process (BMCs lock an
+#: account after a few failed logins; a fixed password is a new key).
+_REFUSED: dict[tuple[str, int, str, str], str] = {}
 
 
 def password_for(host: Host, secrets: Mapping[str, str] | None = None) -> str:
@@ -141,7 +144,18 @@ class IpmiBmc(_Waiting):
     def _call(self, action: str, fn: Any) -> Any:
         bmc = self.host.spec.bmc
         key = (bmc.host, bmc.effective_port, bmc.credentials.user, self._password)
-        with _IPMI_LOCK, boundary(action, host=self.host.name, endpoint=self._endpoint, secrets=[self._password]):
+        with _IPMI_LOCK:
+            refused = _REFUSED.get(key)
+            if refused is not None:  # never log in again with a password the BMC refused (lockout)
+                raise AuthError(refused, provider=PROVIDER, code="AuthFailed")
+            try:
+                return self._attempt(action, fn, key)
+            except AuthError as exc:
+                _REFUSED[key] = exc.message
+                raise
+
+    def _attempt(self, action: str, fn: Any, key: tuple[str, int, str, str]) -> Any:
+        with boundary(action, host=self.host.name, endpoint=self._endpoint, secrets=[self._password]):
             reused = key in _COMMANDS
             try:
                 return fn(self._command(fresh=False))

@@ -21,6 +21,7 @@ from ..contract import OrderProgress, PowerState
 from ..errors import (
     CapacityError,
     InvalidSpecError,
+    MetalfleetError,
     NotFoundError,
     OperationTimeout,
     ProviderError,
@@ -32,7 +33,16 @@ from .bmc import BOOT_DEVICES, Bmc, bmc_for
 from .errors import PROVIDER
 from .inventory import load_pool
 from .model import Host, PoolInventory, host_facts
-from .pool import CLAIMED, RELEASED, ClaimStore, FileClaimStore, claim_host, live_nodes, release_claim
+from .pool import (
+    CLAIMED,
+    RELEASED,
+    ClaimStore,
+    FileClaimStore,
+    claim_host,
+    drop_claim,
+    live_nodes,
+    release_claim,
+)
 
 __all__ = ["IpmiDriver"]
 
@@ -230,14 +240,22 @@ class IpmiDriver:
         host = self._host(raw["host"])
         bmc = self.bmc(host)
         device = self.provision.get("boot_device")
-        if device and not raw.get("provisioned"):
-            bmc.set_boot_device(str(device))
-            bmc.cycle(wait=True, timeout=self.power_timeout)
+        provision = bool(device) and not raw.get("provisioned")
+        try:
+            if provision:
+                bmc.set_boot_device(str(device))
+                bmc.cycle(wait=True, timeout=self.power_timeout)
+            else:
+                bmc.set_power(PowerState.ON, wait=True, timeout=self.power_timeout)
+        except MetalfleetError:
+            if not raw.get("powered"):  # nothing happened on the host: the claim goes, nothing is orphaned
+                with self.store.transaction() as st:
+                    drop_claim(st, raw["id"])
+            raise
+        if provision or not raw.get("powered"):
             with self.store.transaction() as st:
                 if raw["id"] in st["nodes"]:
-                    st["nodes"][raw["id"]]["provisioned"] = True
-        else:
-            bmc.set_power(PowerState.ON, wait=True, timeout=self.power_timeout)
+                    st["nodes"][raw["id"]].update(powered=True, provisioned=bool(raw.get("provisioned") or provision))
         return self._node(raw, PowerState.ON)
 
     # -- observe ---------------------------------------------------------------------------
@@ -312,7 +330,8 @@ class IpmiDriver:
         if raw["state"] != CLAIMED:
             return
         host = self.pool.host(raw["host"])
-        if host is not None and self.release_power == "off":
+        # a claim whose host was never powered on (its BMC refused or did not answer) is just returned
+        if host is not None and self.release_power == "off" and raw.get("powered"):
             self.bmc(host).set_power(PowerState.OFF, wait=True, timeout=min(timeout, self.power_timeout))
         with self.store.transaction() as st:
             release_claim(st, node_id)

@@ -31,8 +31,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["CLAIMED", "RELEASED", "ClaimStore", "FileClaimStore", "claim_host", "empty_state", "live_nodes",
-           "node_id_for", "release_claim"]
+__all__ = ["CLAIMED", "RELEASED", "ClaimStore", "FileClaimStore", "claim_host", "drop_claim", "empty_state",
+           "live_nodes", "node_id_for", "release_claim"]
 
 CLAIMED = "claimed"
 RELEASED = "released"
@@ -117,6 +117,18 @@ def release_claim(state: dict[str, Any], node_id: str) -> dict[str, Any] | None:
         if state["hosts"].get(node["host"]) == node_id:
             del state["hosts"][node["host"]]
     return dict(node)
+
+
+def drop_claim(state: dict[str, Any], node_id: str) -> None:
+    """Forget a claim that never acted on its host (its power-on failed): the host is free and the key unused
+    again, so a retry of the order claims afresh. A powered claim is released instead (:func:`release_claim`)."""
+    node = state["nodes"].pop(node_id, None)
+    if node is None:
+        return
+    if state["hosts"].get(node["host"]) == node_id:
+        del state["hosts"][node["host"]]
+    if state["keys"].get(node["key"]) == node_id:
+        del state["keys"][node["key"]]
 
 
 def live_nodes(state: Mapping[str, Any], cluster: str, tag: str) -> list[dict[str, Any]]:
