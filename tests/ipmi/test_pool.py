@@ -177,7 +177,7 @@ def test_an_unreachable_ipmi_bmc_is_a_transient_error_naming_it(inventory: Path,
     inv.write_text(yaml.safe_dump(data))
     driver = IpmiDriver(inv, tmp_path / "claims.json")
     with pytest.raises(TransientError) as info:
-        driver.bmc(driver.pool.host("host0")).power_state()  # type: ignore[arg-type]
+        driver.bmc(driver.pool.host("host0")).power_state()
     assert info.value.retryable and "BMC of host0 (ipmi 127.0.0.1:9)" in str(info.value)
 
 

@@ -133,7 +133,7 @@ class BmcPool:
                 bmc["address"] = "127.0.0.1"
             else:
                 bmc.update(address="http://127.0.0.1", system=h.system)
-            entry = {"name": h.name, "bmc": bmc,
+            entry: dict[str, Any] = {"name": h.name, "bmc": bmc,
                      "ssh": {"address": h.address, "port": 22, "host_keys": [h.vm.host_key]},
                      "hardware": {"gpu_model": "H100", "gpu_count": 8, "fabric": "infiniband"},
                      "labels": {"rack": "r1"}}

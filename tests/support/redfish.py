@@ -97,7 +97,7 @@ def _build(args: argparse.Namespace, lock: threading.RLock) -> Any:
         if pending:  # extension: the reset lands after --power-seconds, not a random 1-11 s
             self._update(system, pending_power={**pending, "apply_time": time.time() + delay})
 
-    fakedriver.FakeDriver.set_power_state = set_power_state  # type: ignore[method-assign]
+    fakedriver.FakeDriver.set_power_state = set_power_state
     app = sushy.app
     app.configure(extra_config={
         "SUSHY_EMULATOR_FAKE_DRIVER": True,
