@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ..contract import PowerState
 from ..errors import AuthError, InvalidSpecError, OperationTimeout, ProviderError
 from .errors import PROVIDER, boundary
+from .health import critical_event
 from .model import Host
 
 __all__ = ["BOOT_DEVICES", "Bmc", "IpmiBmc", "RedfishBmc", "bmc_for", "password_for"]
@@ -35,6 +36,8 @@ BOOT_DEVICES: Mapping[str, tuple[str, str]] = {
 }
 
 _IPMI_LOCK = threading.RLock()
+#: The most SEL records read per host (a full SEL of a real BMC holds a few thousand).
+_SEL_MAX = 4096
 #: (address, port, user, password) -> the pyghmi Command in use (in memory only; see IpmiBmc._command)
 _COMMANDS: dict[tuple[str, int, str, str], Any] = {}
 #: The same key -> the BMC's refusal: a password a BMC refused is not tried again by this process (BMCs lock an
@@ -82,6 +85,8 @@ class Bmc(Protocol):
     def reset(self) -> None: ...
 
     def set_boot_device(self, device: str, *, persistent: bool = False) -> None: ...
+
+    def critical_events(self) -> list[str]: ...
 
 
 def _boot(device: str, host: Host) -> tuple[str, str]:
@@ -199,6 +204,27 @@ class IpmiBmc(_Waiting):
         name, _ = _boot(device, self.host)
         self._call(f"set boot device {name}", lambda c: c.set_bootdev(name, persist=persistent))
 
+    def critical_events(self) -> list[str]:
+        """The critical faults the System Event Log holds (:mod:`.health`), read record by record with raw Get
+        SEL Entry commands (pyghmi's own SEL reader needs an SDR repository, which not every BMC fills)."""
+
+        def read(cmd: Any) -> list[bytes]:
+            records: list[bytes] = []
+            record_id = 0
+            for _ in range(_SEL_MAX):
+                answer = cmd.raw_command(netfn=0x0A, command=0x43, data=[0, 0, record_id & 0xFF, record_id >> 8,
+                                                                         0, 0xFF])
+                if answer.get("error") or answer.get("code"):
+                    break  # an empty SEL answers "not present" (0xCB)
+                data = bytes(answer["data"])
+                records.append(data[2:18])
+                record_id = data[0] | data[1] << 8
+                if record_id == 0xFFFF:
+                    break
+            return records
+
+        return [e for e in (critical_event(r) for r in self._call("read the SEL", read)) if e]
+
 
 class RedfishBmc(_Waiting):
     """One host's BMC over Redfish (HTTP(S), basic authentication per request)."""
@@ -264,6 +290,11 @@ class RedfishBmc(_Waiting):
 
     def reset(self) -> None:
         self._reset("ForceRestart")
+
+    def critical_events(self) -> list[str]:
+        """The system's own verdict: ``Status.Health`` Critical (Redfish rolls the hardware's faults up into it)."""
+        status = self._request("GET", self.system(), "get system health").get("Status") or {}
+        return [f"Redfish system health {status.get('Health')}"] if status.get("Health") == "Critical" else []
 
     def set_boot_device(self, device: str, *, persistent: bool = False) -> None:
         _, target = _boot(device, self.host)

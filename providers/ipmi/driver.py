@@ -223,11 +223,16 @@ class IpmiDriver:
         record = {"cluster": spec.cluster, "index": spec.index, "name": spec.name, "offering": spec.offering,
                   "zone": spec.zone or (hosts[0].zone if hosts else self.pool.name), "tags": dict(spec.tags),
                   "generation": spec.generation}
-        with self.store.transaction() as st:
-            raw = claim_host(st, key=spec.idempotency_key, candidates=[h.name for h in hosts], record=record)
-            if raw is None:
-                taken = sum(1 for h in hosts if h.name in st["hosts"])
-                held = sum(1 for h in hosts if h.name in st["quarantine"])
+        while True:
+            with self.store.transaction() as st:
+                raw = claim_host(st, key=spec.idempotency_key, candidates=[h.name for h in hosts], record=record)
+                if raw is None:
+                    taken = sum(1 for h in hosts if h.name in st["hosts"])
+                    held = sum(1 for h in hosts if h.name in st["quarantine"])
+            if raw is None or raw.get("checked") or raw["state"] != CLAIMED:
+                break
+            if self._healthy(raw):
+                break
         if raw is None:
             zone = spec.zone or self.pool.name
             entry = load_catalog().get(PROVIDER, spec.offering)
@@ -257,6 +262,36 @@ class IpmiDriver:
                 if raw["id"] in st["nodes"]:
                     st["nodes"][raw["id"]].update(powered=True, provisioned=bool(raw.get("provisioned") or provision))
         return self._node(raw, PowerState.ON)
+
+    def _healthy(self, raw: Mapping[str, Any]) -> bool:
+        """Check a fresh claim's host on its BMC: a critical fault quarantines the host and drops the claim
+        (False: claim another); a healthy host's claim is marked checked."""
+        host = self._host(raw["host"])
+        try:
+            faults = self.bmc(host).critical_events()
+        except MetalfleetError:
+            with self.store.transaction() as st:
+                drop_claim(st, raw["id"])
+            raise
+        with self.store.transaction() as st:
+            if faults:
+                drop_claim(st, raw["id"])
+                st["quarantine"][host.name] = f"BMC reports: {'; '.join(faults)}"
+                return False
+            if raw["id"] in st["nodes"]:
+                st["nodes"][raw["id"]]["checked"] = True
+        return True
+
+    def quarantined(self) -> dict[str, str]:
+        """Hosts kept out of every order (host -> why), until :meth:`clear_quarantine`."""
+        with self.store.transaction() as st:
+            return dict(st["quarantine"])
+
+    def clear_quarantine(self, host: str) -> None:
+        """Return a repaired host to the pool (its SEL entries should be cleared first, or the next order that
+        meets it quarantines it again)."""
+        with self.store.transaction() as st:
+            st["quarantine"].pop(host, None)
 
     # -- observe ---------------------------------------------------------------------------
     def get(self, node_id: str) -> Node:

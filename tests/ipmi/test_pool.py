@@ -29,7 +29,7 @@ from metalfleet.providers import (
 )
 from metalfleet.providers.contract import PowerDriver, PowerState
 from metalfleet.providers.ipmi import IpmiDriver
-from metalfleet.testing.bmc import BmcPool
+from metalfleet.testing.bmc import PSU_FAILURE_SEL, BmcPool, start_bmc_pool
 
 from .conftest import FAST, OFFERING, POOL, CountingPolicy, cluster_spec
 
@@ -277,3 +277,24 @@ def test_no_bmc_password_in_logs_state_errors_or_pickles(driver: IpmiDriver, bmc
     for text in texts:
         assert secret not in text
     assert caplog.text, "the run logged nothing, so the log check proves nothing"
+
+
+def test_a_failed_power_supply_in_the_sel_quarantines_the_host(tmp_path: Path, cluster: str) -> None:
+    """A separate two-host IPMI pool: host0's BMC has "Power Supply #1: failure detected" in its SEL."""
+    with start_bmc_pool(("ipmi", "ipmi"), emu_extra={"host0": [PSU_FAILURE_SEL]}) as pool:
+        inv = pool.write_inventory(tmp_path / "pool.yaml", pool=POOL)
+        driver = IpmiDriver(inv, tmp_path / "claims.json", poll=0.05)
+        assert driver.bmc(driver.pool.host("host0")).critical_events() == [  # type: ignore[arg-type]
+            "power supply failure detected (sensor 0x01)"]
+        assert driver.bmc(driver.pool.host("host1")).critical_events() == []  # type: ignore[arg-type]
+
+        [node] = order_cluster(driver, plan(driver, cluster_spec(cluster)), policy=FAST, timeout=60)
+        assert node.extra["host"] == "host1", "the faulty host is never handed out"
+        assert driver.quarantined() == {"host0": "BMC reports: power supply failure detected (sensor 0x01)"}
+        assert pool.power("host0") == "off" and pool.power("host1") == "on"
+        with pytest.raises(OrderFailed) as info:
+            order_cluster(driver, plan(driver, cluster_spec(cluster + "-b")), policy=FAST, timeout=60)
+        assert isinstance(info.value.cause, CapacityError) and "1 claimed, 1 quarantined" in str(info.value.cause)
+        release_cluster(driver, cluster, policy=FAST)
+        driver.clear_quarantine("host0")
+        assert driver.quarantined() == {}

@@ -38,7 +38,7 @@ from typing import Any
 
 from metalfleet.testing import usage as areas
 
-__all__ = ["IPMI_SIM_DIR", "BmcHost", "BmcPool", "start_bmc_pool"]
+__all__ = ["IPMI_SIM_DIR", "PSU_FAILURE_SEL", "BmcHost", "BmcPool", "start_bmc_pool"]
 
 IPMI_SIM_DIR = Path(__file__).resolve().parent / "fixtures" / "ipmi_sim"
 USER = "admin"
@@ -209,7 +209,13 @@ class BmcPool:
         self.stop()
 
 
-def _start_ipmi_sim(h: BmcHost, password: str, ipmitool: str) -> None:
+#: An emulator command adding a "Power Supply #1: failure detected, asserted" system event to a BMC's SEL
+#: (``sel_add``, ipmi_sim_cmd(5)): record type 0x02, timestamp 0, generator 0x20, EvM rev 4, sensor type 0x08
+#: (power supply), sensor 1, event type 0x6f (sensor-specific), data 1 offset 0x01 (failure detected).
+PSU_FAILURE_SEL = "sel_add 0x20 0x02 0x00 0x00 0x00 0x00 0x20 0x00 0x04 0x08 0x01 0x6f 0x01 0xff 0xff"
+
+
+def _start_ipmi_sim(h: BmcHost, password: str, ipmitool: str, emu_extra: Sequence[str] = ()) -> None:
     d = h.state_dir
     d.mkdir(parents=True, exist_ok=True)
     script = d / "chassis.sh"
@@ -220,7 +226,8 @@ def _start_ipmi_sim(h: BmcHost, password: str, ipmitool: str) -> None:
     lan = lan.replace("/path/to/chassis.sh", str(script))
     lan = lan.replace('"admin" "pass"', f'"{USER}" "{password}"')
     (d / "lan.conf").write_text(lan)
-    shutil.copy(IPMI_SIM_DIR / "gpusim.emu", d / "gpusim.emu")
+    emu = (IPMI_SIM_DIR / "gpusim.emu").read_text()
+    (d / "gpusim.emu").write_text(emu + "".join(f"{line}\n" for line in emu_extra))
     (d / "sim").mkdir(exist_ok=True)
     env = {**os.environ, "CHASSIS_STATE_DIR": str(d)}
     with open(d / "ipmi_sim.log", "ab") as out:
@@ -249,10 +256,12 @@ def _htpasswd(path: Path, user: str, password: str) -> None:
 
 def start_bmc_pool(protocols: Sequence[str], *, profile: str = "h100-ib", authorized_keys: Sequence[str] = (),
                    password: str | None = None, base_dir: str | os.PathLike[str] | None = None,
-                   power_seconds: float = 0.2, name_prefix: str = "host") -> BmcPool:
+                   power_seconds: float = 0.2, name_prefix: str = "host",
+                   emu_extra: Mapping[str, Sequence[str]] | None = None) -> BmcPool:
     """One simulated host per entry of ``protocols`` (``ipmi`` or ``redfish``), named ``<prefix><i>``, each
     powered off behind its BMC. ``password``: the BMCs' admin password (default: a random one), also written to
-    :attr:`BmcPool.password_file`."""
+    :attr:`BmcPool.password_file`. ``emu_extra``: more ipmi_sim emulator commands per IPMI host name (e.g.
+    :data:`PSU_FAILURE_SEL`, a failed power supply in its SEL)."""
     from metalfleet.testing.hosts.vm import start_vm_hosts
 
     bad = sorted(set(protocols) - {"ipmi", "redfish"})
@@ -282,7 +291,7 @@ def start_bmc_pool(protocols: Sequence[str], *, profile: str = "h100-ib", author
         for h in pool.hosts:
             if h.protocol == "ipmi":
                 h.port = _free_udp_port()
-                _start_ipmi_sim(h, pool.password, ipmitool)
+                _start_ipmi_sim(h, pool.password, ipmitool, (emu_extra or {}).get(h.name, ()))
                 h.offset = h.log.stat().st_size if h.log.exists() else 0
         redfish = [h for h in pool.hosts if h.protocol == "redfish"]
         if redfish:
