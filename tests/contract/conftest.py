@@ -27,6 +27,7 @@ from metalfleet.providers.contract import PowerState
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.providers.ipmi import IpmiDriver
 from metalfleet.providers.ipmi.pool import FileClaimStore, claim_host, release_claim
+from metalfleet.testing import usage as areas
 from metalfleet.testing.bmc import BmcPool, start_bmc_pool
 from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import (
@@ -198,6 +199,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         return
     if request.param == "ipmi":
         pool: BmcPool = request.getfixturevalue("ipmi_pool")
+        areas.note("sim host")  # the session's pool: its hosts and BMC simulators
         h = Harness("ipmi", cluster, IPMI_POOL, tmp_path, pool=pool)
         yield h
         pool.redfish.set_faults()

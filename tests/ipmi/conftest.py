@@ -14,6 +14,7 @@ import pytest
 from metalfleet.providers import ClusterSpec, RetryPolicy, parse_spec
 from metalfleet.providers.contract import PowerState
 from metalfleet.providers.ipmi import IpmiDriver
+from metalfleet.testing import usage as areas
 from metalfleet.testing.bmc import BmcPool, start_bmc_pool
 from tests.prereq import require_root, require_tool
 
@@ -61,6 +62,7 @@ def cluster(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def inventory(bmc_pool: BmcPool, tmp_path: Path) -> Path:
+    areas.note("sim host")  # the module's pool: its hosts and BMC simulators
     return bmc_pool.write_inventory(tmp_path / "pool.yaml", pool=POOL)
 
 
