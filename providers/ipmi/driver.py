@@ -282,6 +282,11 @@ class IpmiDriver:
                 st["nodes"][raw["id"]]["checked"] = True
         return True
 
+    def critical_events(self, node_id: str) -> list[str]:
+        """The critical faults the node's BMC reports now (:class:`~metalfleet.providers.contract.HealthDriver`):
+        the acceptance gate fails a node that has any."""
+        return self.bmc(self._claimed_host(node_id)).critical_events()
+
     def quarantined(self) -> dict[str, str]:
         """Hosts kept out of every order (host -> why), until :meth:`clear_quarantine`."""
         with self.store.transaction() as st:

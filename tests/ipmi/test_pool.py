@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import subprocess
 import sys
@@ -298,3 +299,40 @@ def test_a_failed_power_supply_in_the_sel_quarantines_the_host(tmp_path: Path, c
         release_cluster(driver, cluster, policy=FAST)
         driver.clear_quarantine("host0")
         assert driver.quarantined() == {}
+
+
+def test_the_acceptance_gate_fails_a_node_whose_bmc_reports_a_critical_fault(
+        bmc_pool: BmcPool, tmp_path: Path, cluster: str) -> None:
+    """After the claim, host0's BMC logs "Temperature #0x30: upper critical going high" (an Add SEL Entry command
+    over IPMI, sent with ipmitool, as management software logs an event): the gate quarantines that node, naming
+    the fault; host1's verdict has no BMC fault in it."""
+    from metalfleet.bootstrap.acceptance import accept_cluster
+
+    inv = bmc_pool.write_inventory(tmp_path / "pool.yaml", pool=POOL, hosts=["host0", "host1"])
+    driver = IpmiDriver(inv, tmp_path / "claims.json", poll=0.05)
+    spec = cluster_spec(cluster, count=2, ssh={"user": "ubuntu", "private_key": str(bmc_pool.fleet.client_key),
+                                               "known_hosts": str(tmp_path / "known_hosts")},
+                        acceptance={"threshold": 0.9})
+    nodes = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=60)
+    host0 = bmc_pool["host0"]
+    ipmitool = ["ipmitool", "-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", str(host0.port), "-U", "admin", "-E"]
+    env = {**os.environ, "IPMI_PASSWORD": bmc_pool.password}
+    try:
+        # Add SEL Entry (netfn storage 0x0a, cmd 0x44): a system event record, sensor type 0x01 (temperature) number
+        # 0x30, event type 0x01 (threshold), offset 0x09 (upper critical going high)
+        record = [f"{b:#04x}" for b in (0, 0, 0x02, 0, 0, 0, 0, 0x20, 0, 0x04, 0x01, 0x30, 0x01, 0x59, 0xFF, 0xFF)]
+        subprocess.run([*ipmitool, "raw", "0x0a", "0x44", *record], env=env, check=True, capture_output=True,
+                       timeout=30)
+        by_host = {n.extra["host"]: n for n in nodes}
+        assert driver.critical_events(by_host["host0"].id) == [
+            "temperature sensor 0x30 above its upper critical threshold"]
+        outcome = accept_cluster(driver, spec, nodes, replace_failed=False, policy=FAST)
+        reasons = {q.node_id: q.reason for q in outcome.quarantined}
+        assert by_host["host0"].id in reasons, outcome.summary()
+        assert reasons[by_host["host0"].id].startswith(
+            "BMC reports a critical fault: temperature sensor 0x30 above its upper critical threshold")
+        assert "BMC" not in reasons.get(by_host["host1"].id, "")
+        assert driver.get(by_host["host0"].id).tags["metalfleet:acceptance"] == "quarantined"
+    finally:
+        subprocess.run([*ipmitool, "sel", "clear"], env=env, check=False, capture_output=True, timeout=30)
+        release_cluster(driver, cluster, policy=FAST)
