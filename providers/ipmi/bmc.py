@@ -127,23 +127,22 @@ class IpmiBmc(_Waiting):
     def __repr__(self) -> str:
         return f"IpmiBmc({self.host.name}, {self._endpoint})"
 
-    def _command(self, fresh: bool) -> Any:
-        """The process's pyghmi Command for this BMC and login (pyghmi shares one session per BMC and login,
-        and a second Command for a live session can block, so one is kept and reused)."""
+    def _command(self) -> Any:
+        """The process's pyghmi Command for this BMC and login. pyghmi shares one session per BMC and login, and
+        a second Command made while that session lives can block for ever, so one is kept and reused, and only
+        dropped once pyghmi marks its session broken."""
         from pyghmi.ipmi import command
 
         bmc = self.host.spec.bmc
         key = (bmc.host, bmc.effective_port, bmc.credentials.user, self._password)
-        cmd = None if fresh else _COMMANDS.get(key)
+        cmd = _COMMANDS.get(key)
         if cmd is None:
-            _COMMANDS.pop(key, None)
             cmd = command.Command(bmc=bmc.host, port=bmc.effective_port, userid=bmc.credentials.user,
                                   password=self._password)
-            if bmc.cipher_suite == 17 and getattr(cmd.ipmi_session, "currhashlen", 16) != 16:
-                raise ProviderError(f"BMC of {self.host.name} ({self._endpoint}) agreed only to cipher suite 3, and "
-                                    "the inventory asks for 17 (bmc.cipher_suite)", provider=PROVIDER,
-                                    code="CipherSuite")
             _COMMANDS[key] = cmd
+        if bmc.cipher_suite == 17 and getattr(cmd.ipmi_session, "currhashlen", 16) != 16:
+            raise ProviderError(f"BMC of {self.host.name} ({self._endpoint}) agreed only to cipher suite 3, and the "
+                                "inventory asks for 17 (bmc.cipher_suite)", provider=PROVIDER, code="CipherSuite")
         return cmd
 
     def _call(self, action: str, fn: Any) -> Any:
@@ -154,28 +153,34 @@ class IpmiBmc(_Waiting):
             if refused is not None:  # never log in again with a password the BMC refused (lockout)
                 raise AuthError(refused, provider=PROVIDER, code="AuthFailed")
             try:
-                return self._attempt(action, fn, key)
+                with boundary(action, host=self.host.name, endpoint=self._endpoint, secrets=[self._password]):
+                    reused = key in _COMMANDS
+                    try:
+                        return fn(self._command())
+                    except ProviderError:
+                        raise
+                    except Exception:
+                        if not self._drop_if_broken(key) or not reused:
+                            raise
+                    # a kept session the BMC has since dropped (idle timeout, BMC reset): log in once more
+                    try:
+                        return fn(self._command())
+                    except Exception:
+                        self._drop_if_broken(key)
+                        raise
             except AuthError as exc:
                 _REFUSED[key] = exc.message
                 raise
 
-    def _attempt(self, action: str, fn: Any, key: tuple[str, int, str, str]) -> Any:
-        with boundary(action, host=self.host.name, endpoint=self._endpoint, secrets=[self._password]):
-            reused = key in _COMMANDS
-            try:
-                return fn(self._command(fresh=False))
-            except ProviderError:
-                raise
-            except Exception:
-                _COMMANDS.pop(key, None)
-                if not reused:
-                    raise
-            # a kept session the BMC has since dropped (idle timeout, BMC reset): log in once more
-            try:
-                return fn(self._command(fresh=True))
-            except Exception:
-                _COMMANDS.pop(key, None)
-                raise
+    @staticmethod
+    def _drop_if_broken(key: tuple[str, int, str, str]) -> bool:
+        cmd = _COMMANDS.get(key)
+        if cmd is None:
+            return True
+        if getattr(cmd.ipmi_session, "broken", False):
+            del _COMMANDS[key]
+            return True
+        return False
 
     def power_state(self) -> PowerState:
         raw = self._call("get power", lambda c: c.get_power())

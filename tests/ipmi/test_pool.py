@@ -23,6 +23,7 @@ from metalfleet.providers import (
     CapacityError,
     NodeState,
     OrderFailed,
+    ProviderError,
     TransientError,
     order_cluster,
     plan,
@@ -336,3 +337,18 @@ def test_the_acceptance_gate_fails_a_node_whose_bmc_reports_a_critical_fault(
     finally:
         subprocess.run([*ipmitool, "sel", "clear"], env=env, check=False, capture_output=True, timeout=30)
         release_cluster(driver, cluster, policy=FAST)
+
+
+def test_an_ipmi_bmc_that_only_agrees_to_a_weaker_cipher_suite_than_configured_is_refused(
+        bmc_pool: BmcPool, tmp_path: Path) -> None:
+    """ipmi_sim negotiates RMCP+ cipher suite 3 (SHA-1) only: an inventory that asks for 17 gets a clear error."""
+    inv = bmc_pool.write_inventory(tmp_path / "pool.yaml", pool=POOL, hosts=["host1"],
+                                   host_fields={"host1": {"bmc": {"cipher_suite": 17}}})
+    driver = IpmiDriver(inv, tmp_path / "claims.json")
+    with pytest.raises(ProviderError) as info:
+        driver.bmc(driver.pool.host("host1")).power_state()  # type: ignore[arg-type]
+    assert "agreed only to cipher suite 3, and the inventory asks for 17" in str(info.value)
+    assert not info.value.retryable
+    three = IpmiDriver(bmc_pool.write_inventory(tmp_path / "pool3.yaml", pool=POOL, hosts=["host1"]),
+                       tmp_path / "claims.json")
+    assert three.bmc(three.pool.host("host1")).power_state() in (PowerState.ON, PowerState.OFF)  # type: ignore[arg-type]
