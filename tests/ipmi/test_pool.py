@@ -352,3 +352,16 @@ def test_an_ipmi_bmc_that_only_agrees_to_a_weaker_cipher_suite_than_configured_i
     three = IpmiDriver(bmc_pool.write_inventory(tmp_path / "pool3.yaml", pool=POOL, hosts=["host1"]),
                        tmp_path / "claims.json")
     assert three.bmc(three.pool.host("host1")).power_state() in (PowerState.ON, PowerState.OFF)  # type: ignore[arg-type]
+
+
+def test_release_power_on_leaves_the_host_running_and_returns_it(inventory: Path, tmp_path: Path,
+                                                                 bmc_pool: BmcPool, cluster: str) -> None:
+    driver = IpmiDriver(inventory, tmp_path / "claims.json", poll=0.05, release_power="on")
+    [node] = order_cluster(driver, plan(driver, cluster_spec(cluster)), policy=FAST, timeout=60)
+    host = node.extra["host"]
+    release_cluster(driver, cluster, policy=FAST)
+    assert bmc_pool.power(host) == "on", "release_power: on leaves the host running"
+    assert driver.get(node.id).state == NodeState.TERMINATED and driver.list_nodes(cluster) == []
+    [again] = order_cluster(driver, plan(driver, cluster_spec(cluster + "-b")), policy=FAST, timeout=60)
+    assert again.extra["host"] == host and again.id != node.id, "the host is the pool's again"
+    release_cluster(driver, cluster + "-b", policy=FAST)
