@@ -7,7 +7,7 @@ PULUMI_VERSION := $(shell sed -n 's/.*"pulumi==\([0-9.]*\)".*/\1/p' pyproject.to
 ENGINE_DIR = $(shell tools/build-pulumi-engine.sh $(PULUMI_VERSION))
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all venv engine sshd lint typecheck wheel-check unit test demo clean
+.PHONY: all venv engine sshd bmc-tools lint typecheck wheel-check unit test demo clean
 
 all: test
 
@@ -27,6 +27,10 @@ engine:
 sshd:
 	@tests/support/hosts/ensure-sshd.sh
 
+# ipmi_sim (Debian openipmi) and ipmitool: the simulated IPMI BMCs of the pool tests (tests/ipmi, the contract suite).
+bmc-tools:
+	@tests/support/ensure-bmc-tools.sh
+
 lint: venv
 	$(VENV)/bin/ruff check .
 
@@ -38,12 +42,13 @@ wheel-check: venv
 unit: venv
 	$(VENV)/bin/pytest -q -n $(JOBS) -m "not e2e"
 
-test: venv engine sshd lint wheel-check
+test: venv engine sshd bmc-tools lint wheel-check
 	$(VENV)/bin/pytest -q -n $(JOBS) --dist loadgroup
 
-# make demo PROVIDER=alibaba|huawei: the same flow on the local Alibaba ECS / Huawei BMS emulator (default: aws).
+# make demo PROVIDER=alibaba|huawei|ipmi: the same flow on the local Alibaba ECS / Huawei BMS emulator or a simulated
+# IPMI/Redfish pool (default: aws).
 PROVIDER ?= aws
-demo: venv engine sshd
+demo: venv engine sshd bmc-tools
 	$(PY) tools/demo.py --provider $(PROVIDER)
 
 clean:

@@ -12,7 +12,8 @@ from typing import Protocol, runtime_checkable
 
 from .models import Node, NodeSpec, NodeState, Offering
 
-__all__ = ["ClusterResourcesDriver", "ComputeDriver", "OrderProgress", "PowerDriver", "PowerState", "TaggingDriver"]
+__all__ = ["ClusterResourcesDriver", "ComputeDriver", "HealthDriver", "OrderProgress", "PowerDriver", "PowerState",
+           "TaggingDriver"]
 
 #: Called by ``wait`` with the nodes as last seen, each poll. (Not bootstrap's ProgressCallback, which
 #: takes one ProgressEvent.)
@@ -113,3 +114,13 @@ class PowerDriver(Protocol):
         ...
 
     def set_boot_device(self, node_id: str, device: str) -> None: ...
+
+
+@runtime_checkable
+class HealthDriver(Protocol):
+    """Optional capability: faults the hardware itself reports (a BMC's event log), which no check over SSH
+    sees. The acceptance gate fails a node that has any, naming them."""
+
+    def critical_events(self, node_id: str) -> list[str]:
+        """The node's critical hardware faults now (e.g. "power supply failure detected"); [] when healthy."""
+        ...

@@ -24,6 +24,7 @@ _BUILTIN: dict[str, str] = {
     "aws": "metalfleet.providers.aws:AwsDriver",
     "huawei": "metalfleet.providers.huawei:HuaweiDriver",
     "alibaba": "metalfleet.providers.alibaba:AlibabaDriver",
+    "ipmi": "metalfleet.providers.ipmi:IpmiDriver",
 }
 
 

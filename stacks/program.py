@@ -80,14 +80,16 @@ def cluster_program(spec: ClusterSpec, driver_config: Mapping[str, Any] | None =
     return program
 
 
-def run_from_yaml(path: str | Path = "cluster.yaml") -> GpuCluster:
+def run_from_yaml(path: str | Path = "cluster.yaml", driver_config: Mapping[str, Any] | None = None) -> GpuCluster:
     """Entry point for a Pulumi project's ``__main__.py``: declare the cluster in ``path``.
 
+    ``driver_config``: driver settings the project fixes (e.g. the pool inventory of examples/ipmi-pool);
+    ``metalfleet:driverConfig`` from the stack's config is merged over them.
     A bad spec or driver error becomes a RunError, which the engine prints as one clear message
     instead of a Python traceback (with any secret value scrubbed from it).
     """
     try:
-        return _declare(load_spec(path), None)
+        return _declare(load_spec(path), driver_config)
     except MetalfleetError as exc:
         hidden = sorted(marked_values(), key=len, reverse=True)
         raise pulumi.RunError(scrub(str(exc), hidden)) from None

@@ -1,4 +1,4 @@
-"""`make demo`: the main job, on the local emulated cloud (`make demo PROVIDER=alibaba|huawei`: demo_<provider>.py).
+"""`make demo`: the main job, on the local emulated cloud (`make demo PROVIDER=alibaba|huawei|ipmi`: demo_*.py).
 
 1. start the local EC2 emulator (moto server, extended) on 127.0.0.1, with a simulated GPU host
    behind every instance it launches (extension h: a VM-mode host at the instance's private IP)
@@ -102,12 +102,12 @@ def leftovers(ec2: Ec2Emulator, cluster: str) -> dict[str, int]:
 def main() -> int:
     if "--provider" in sys.argv[1:]:  # make demo PROVIDER=...; aws (the default) is this file's flow
         provider = sys.argv[sys.argv.index("--provider") + 1] if sys.argv[-1] != "--provider" else ""
-        demos = {"alibaba": "demo_alibaba", "huawei": "demo_huawei"}
+        demos = {"alibaba": "demo_alibaba", "huawei": "demo_huawei", "ipmi": "demo_pool"}
         if provider in demos:
             module = __import__(demos[provider])
             return int(module.main())
         if provider != "aws":
-            print(f"make demo: PROVIDER must be aws, alibaba or huawei, not {provider!r}", file=sys.stderr)
+            print(f"make demo: PROVIDER must be aws, alibaba, huawei or ipmi, not {provider!r}", file=sys.stderr)
             return 2
     if os.geteuid() != 0:
         print("the demo's simulated GPU hosts need root (namespaces, mounts, sshd): run it as root",

@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from metalfleet.providers.contract import ComputeDriver, TaggingDriver
-from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.contract import ComputeDriver, HealthDriver, TaggingDriver
+from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from metalfleet.providers.fleet import resolve_offering
 from metalfleet.providers.lifecycle import (
     ACCEPTANCE_TAG,
@@ -206,6 +206,15 @@ def accept_cluster(
             verdicts[node.id] = None if na.passed else na.reason
         for node in pending:
             verdicts.setdefault(node.id, "no host was built for this node (inventory_for left it out)")
+        if isinstance(driver, HealthDriver):  # what the hardware's own BMC says, which SSH checks cannot see
+            for node in pending:
+                try:
+                    faults = driver.critical_events(node.id)
+                except MetalfleetError as exc:
+                    faults = [f"its BMC could not be read: {exc}"]
+                if faults:
+                    why = f"BMC reports a critical fault: {'; '.join(faults)}"
+                    verdicts[node.id] = why if verdicts[node.id] is None else f"{why}; {verdicts[node.id]}"
         outcome.multi_node_failures += [f"all_reduce across {', '.join(m.hosts)}: {m.reason}"
                                         for m in report.multi_node if not m.passed]
         return verdicts

@@ -24,7 +24,9 @@ The format, as issue 13 describes it (the driver that orders from such a pool re
       known_hosts: ~/.ssh/known_hosts.colo
       pin_on_first_contact: false
 
-The adapter is lenient about fields it does not judge (the driver validates the file strictly); a field it
+The file's shape (which hosts it lists, how ``defaults`` merge under them, the documented defaults) is read
+through :mod:`metalfleet.providers.ipmi.inventory`, the module the driver reads it with. The adapter is lenient
+about fields it does not judge (the driver validates the file strictly); a field it
 does judge that is missing takes the documented default, and a value it cannot read is UNKNOWN.
 """
 
@@ -34,6 +36,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from metalfleet.providers.ipmi.inventory import DEFAULT_CIPHER_SUITE, host_entries, is_pool_inventory, merge
+
 from ..defaults import note
 from ..model import UNKNOWN, BmcEndpoint, ComputeNode, Location, Resource
 from ..rules import is_public_address
@@ -42,24 +46,8 @@ from ..yamlpos import Positions
 __all__ = ["inventory_resources", "is_pool_inventory"]
 
 
-def is_pool_inventory(data: Any) -> bool:
-    if not isinstance(data, dict) or "hosts" not in data:
-        return False
-    hosts = data["hosts"]
-    entries = hosts.values() if isinstance(hosts, dict) else hosts if isinstance(hosts, list) else []
-    defaults = _dict(data.get("defaults"))
-    return "bmc" in defaults or any(isinstance(h, dict) and "bmc" in h for h in entries)
-
-
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in top.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
 
 
 def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...], file: str, pos: Positions,
@@ -100,7 +88,7 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
             notes["lanplus"] = note("ipmi.interface")
         cs = bmc.get("cipher_suite")
         if cs is None:
-            suite, notes["cipher_suite"] = 3, note("ipmi.cipher_suite")
+            suite, notes["cipher_suite"] = DEFAULT_CIPHER_SUITE, note("ipmi.cipher_suite")
         else:
             suite = cs if isinstance(cs, int) and not isinstance(cs, bool) else UNKNOWN
     out: list[Resource] = [BmcEndpoint(
@@ -111,7 +99,7 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
                    "cipher_suite": at("bmc", "cipher_suite") if "cipher_suite" in bmc else at("bmc"),
                    "tls": at("bmc", "address"),
                    "verify_tls": at("bmc", "verify_tls") if "verify_tls" in bmc else at("bmc")})]
-    ssh = _merge(ssh_defaults, _dict(host.get("ssh")))
+    ssh = merge(ssh_defaults, _dict(host.get("ssh")))
     ssh_addr = ssh.get("address") or host.get("address")
     public = is_public_address(str(ssh_addr)) if ssh_addr else None
     pinned = bool(ssh.get("pin_on_first_contact"))
@@ -129,17 +117,10 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
 
 
 def inventory_resources(data: dict[str, Any], file: str, pos: Positions) -> list[Resource]:
-    defaults = _dict(data.get("defaults"))
+    """The hosts as the driver reads them (:func:`metalfleet.providers.ipmi.inventory.host_entries`: the same
+    walk and the same ``defaults`` merge), each judged leniently."""
     ssh_top = _dict(data.get("ssh"))
-    hosts = data.get("hosts")
-    entries: list[tuple[str, Any, tuple[str | int, ...]]] = []
-    if isinstance(hosts, dict):
-        entries = [(str(k), v, ("hosts", str(k))) for k, v in hosts.items()]
-    elif isinstance(hosts, list):
-        entries = [(str((h or {}).get("name") or f"hosts[{i}]") if isinstance(h, dict) else f"hosts[{i}]", h,
-                    ("hosts", i)) for i, h in enumerate(hosts)]
     out: list[Resource] = []
-    for name, host, path in entries:
-        merged = _merge(defaults, host if isinstance(host, dict) else {})
-        out.extend(_host_resources(name, merged, path, file, pos, ssh_top))
+    for entry in host_entries(data):
+        out.extend(_host_resources(entry.name, entry.data, entry.path, file, pos, ssh_top))
     return out

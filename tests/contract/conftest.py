@@ -4,6 +4,10 @@
 * ``aws``: AwsDriver against the EC2 emulator over HTTP (one emulator per session/xdist worker).
 * ``huawei``: HuaweiDriver against the BMS emulator over HTTP, signatures checked (one per session/worker).
 * ``alibaba``: AlibabaDriver against the Alibaba Cloud ECS emulator over HTTP, with its ACS3 signatures checked.
+* ``ipmi``: IpmiDriver on a simulated pool (one per session/xdist worker): two hosts behind ipmi_sim (IPMI 2.0)
+  and two behind the sushy-tools Redfish emulator, each a VM-mode GPU host its BMC powers on and off; a fresh
+  inventory and claim store per test. Capacity is the pool's: ``capacity=n`` leaves n hosts free (the others
+  claimed by another cluster); throttling is the Redfish BMCs' (HTTP 429; ipmi_sim has no busy fault).
 
 The harness hides only how each provider is set up and how its faults are switched on; the tests
 then talk to the driver through the ComputeDriver protocol alone.
@@ -22,7 +26,12 @@ import pytest
 from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_spec
 from metalfleet.providers.alibaba import AlibabaDriver
 from metalfleet.providers.aws import AwsDriver
+from metalfleet.providers.contract import PowerState
 from metalfleet.providers.fake import FakeDriver
+from metalfleet.providers.ipmi import IpmiDriver
+from metalfleet.providers.ipmi.pool import FileClaimStore, claim_host, release_claim
+from metalfleet.testing import usage as areas
+from metalfleet.testing.bmc import BmcPool, start_bmc_pool
 from metalfleet.testing.ec2 import Ec2Emulator
 from metalfleet.testing.kit import EmulatorClient
 from tests.emulators import alibaba_fixtures as ali
@@ -81,6 +90,7 @@ class Harness:
     create_action: str = "RunInstances"
     read_actions: frozenset[str] = frozenset({"DescribeInstanceTypes", "DescribeSubnets"})
     shared_resources: int = 2
+    pool: BmcPool | None = None
 
     # -- drivers -------------------------------------------------------------------------
     def driver(self, *, throttle: float = 0.0, capacity: int | None = None, seed: int = 7) -> ComputeDriver:
@@ -88,6 +98,15 @@ class Harness:
         if self.kind == "fake":
             d: ComputeDriver = FakeDriver(region="local-1", state_path=self.tmp / "fake-cloud.json",
                                           throttle=throttle, capacity=capacity, seed=seed)
+        elif self.kind == "ipmi":
+            assert self.pool is not None
+            self.pool.redfish.set_faults(**({"throttle": throttle, "seed": seed} if throttle else {}))
+            d = IpmiDriver(**{k: v for k, v in self.driver_config().items() if k != "kind"})
+            if capacity is not None:  # the other hosts are another cluster's
+                with FileClaimStore(self.tmp / "claims.json").transaction() as st:
+                    for i in range(len(self.pool.hosts) - capacity):
+                        claim_host(st, key=f"blocker-{i}", candidates=[h.name for h in self.pool.hosts],
+                                   record={"tags": {"metalfleet:cluster": "blocker"}})
         else:
             assert self.emulator is not None
             faults: dict[str, Any] = {}
@@ -108,11 +127,27 @@ class Harness:
     def faults_off(self) -> None:
         if self.emulator is not None:
             self.emulator.set_faults()
+        if self.pool is not None:
+            self.pool.redfish.set_faults()
+            with FileClaimStore(self.tmp / "claims.json").transaction() as st:
+                for node in list(st["nodes"].values()):
+                    if node["key"].startswith("blocker-"):
+                        release_claim(st, node["id"])
+
+    def _inventory(self) -> Path:
+        path = self.tmp / "pool.yaml"
+        if not path.exists():
+            assert self.pool is not None
+            self.pool.write_inventory(path, pool=IPMI_POOL)
+        return path
 
     def driver_config(self) -> dict[str, Any]:
         """How a child process builds the same driver (see order_proc.py)."""
         if self.kind == "fake":
             return {"kind": "fake", "region": "local-1", "state_path": str(self.tmp / "fake-cloud.json")}
+        if self.kind == "ipmi":
+            return {"kind": "ipmi", "inventory": str(self._inventory()), "claims": str(self.tmp / "claims.json"),
+                    "poll": 0.05}
         assert self.emulator is not None
         if self.kind == "huawei":
             d = huawei_driver(self.emulator)
@@ -127,6 +162,8 @@ class Harness:
         if self.kind == "fake":
             assert isinstance(driver, FakeDriver)
             return next(driver.calls)  # advances the counter by one; compare two readings with -1
+        if self.pool is not None:  # chassis_control requests (IPMI) and Redfish API calls
+            return self.pool.requests()
         assert self.emulator is not None
         return self.emulator.calls()
 
@@ -136,10 +173,10 @@ class Harness:
 
     def made_for(self, cluster: str) -> list[str]:
         """What the provider holds that was made for ``cluster`` besides its nodes, as the cloud itself lists
-        it (not the driver): AWS, the security and placement groups tagged metalfleet:cluster; the fake
-        makes nothing of the kind."""
-        if self.kind in ("fake", "huawei"):
-            return []  # the Huawei driver makes nothing per cluster: the spec names its VPC, subnet and groups
+        it (not the driver): AWS, the security and placement groups tagged metalfleet:cluster; the fake and
+        the pool make nothing of the kind."""
+        if self.kind in ("fake", "huawei", "ipmi"):
+            return []  # Huawei: the spec names its VPC, subnet and groups; the pool: nothing to make
         assert self.emulator is not None
         if self.kind == "alibaba":  # the security group tagged with the cluster, the deployment set described so
             groups = ali.ecs_call(self.emulator, "DescribeSecurityGroups",
@@ -159,6 +196,10 @@ class Harness:
         if self.kind == "fake":
             data: dict[str, Any] = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
                                     "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
+        elif self.kind == "ipmi":
+            data = {"name": name or self.cluster, "provider": "ipmi", "region": IPMI_POOL, "zone": self.zone,
+                    "offering": "pool.8xh100-ib", "count": count, "image": "ubuntu-22.04",
+                    "tags": {"owner": "contract-suite"}}
         elif self.kind == "huawei":
             data = huawei_spec_data(name or self.cluster, count, self.zone)
         elif self.kind == "alibaba":
@@ -184,7 +225,20 @@ def policy() -> CountingPolicy:
     return CountingPolicy()
 
 
-@pytest.fixture(params=["fake", "aws", "huawei", "alibaba"])
+IPMI_POOL = "contract-pool"
+
+
+@pytest.fixture(scope="session")
+def ipmi_pool() -> Iterator[BmcPool]:
+    """Two IPMI and two Redfish pool hosts, each a simulated GPU host (one pool per xdist worker)."""
+    from tests.ipmi.conftest import require_bmc_tools
+
+    require_bmc_tools()
+    with start_bmc_pool(("ipmi", "ipmi", "redfish", "redfish")) as pool:
+        yield pool
+
+
+@pytest.fixture(params=["fake", "aws", "huawei", "alibaba", "ipmi"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     cluster = _cluster_name(request.node.nodeid)
     if request.param == "fake":
@@ -201,6 +255,17 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         ecs: EmulatorClient = request.getfixturevalue("alibaba_emulator")
         yield Harness("alibaba", cluster, ali.ZONE, tmp_path, emulator=ecs, throttle_code="Throttling.User")
         ecs.set_faults()
+        return
+    if request.param == "ipmi":
+        pool: BmcPool = request.getfixturevalue("ipmi_pool")
+        areas.note("sim host")  # the session's pool: its hosts and BMC simulators
+        h = Harness("ipmi", cluster, IPMI_POOL, tmp_path, pool=pool, shared_resources=0)
+        yield h
+        pool.redfish.set_faults()
+        off = IpmiDriver(h._inventory(), tmp_path / "teardown-claims.json")
+        for host in off.pool.hosts:  # the next test starts from a pool that is off, as a fresh one is
+            if pool.power(host.name) == "on":
+                off.bmc(host).set_power(PowerState.OFF, timeout=30)
         return
     emulator: Ec2Emulator = request.getfixturevalue("ec2_emulator")
     h = Harness("aws", cluster, ZONE, tmp_path, emulator=emulator, subnet=default_subnet(emulator))

@@ -31,6 +31,10 @@ def build_driver(cfg: dict[str, Any]) -> ComputeDriver:
         from metalfleet.providers.alibaba import AlibabaDriver
 
         return AlibabaDriver(**cfg)
+    if kind == "ipmi":
+        from metalfleet.providers.ipmi import IpmiDriver
+
+        return IpmiDriver(**cfg)
     from metalfleet.providers.aws import AwsDriver
 
     return AwsDriver(**cfg)
