@@ -69,8 +69,9 @@ FIXTURE_KINDS: dict[str, str] = {
 
 #: Documentation files in the fixtures folder that are not command output.
 NOT_FIXTURES = {"SOURCES.md"}
-#: Folders of the fixtures folder that hold no command output (wire/: what cloud SDKs sent, for the emulators).
-NOT_OUTPUT_DIRS = {"wire"}
+#: Folders of the fixtures folder that hold no command output (wire/: what cloud SDKs sent, for the emulators;
+#: ipmi_sim/: the simulated BMCs' configuration).
+NOT_OUTPUT_DIRS = {"wire", "ipmi_sim"}
 
 
 def fixture_files() -> list[str]:
