@@ -1,4 +1,5 @@
-"""`metalfleet offerings` lists AWS and Alibaba side by side, each from its own API (both emulators)."""
+"""`metalfleet offerings` lists AWS and Alibaba side by side: offline from the shipped catalogue, and with
+``--live`` from each provider's own API (both emulators)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,41 @@ import os
 import subprocess
 import sys
 
-from metalfleet.testing.alibaba import ACCESS_KEY_ID, ACCESS_KEY_SECRET, AlibabaEmulator
+from metalfleet.providers.catalog import load_catalog
+from metalfleet.testing.alibaba import ACCESS_KEY_ID, ACCESS_KEY_SECRET, REGION, AlibabaEmulator
 from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import ec2_emulator, ec2_emulator_session  # noqa: F401  (fixtures)
+
+CLI = [sys.executable, "-m", "metalfleet.stacks.cli", "offerings"]
 
 
 def test_offerings_lists_aws_and_alibaba_side_by_side(ec2_emulator: Ec2Emulator,  # noqa: F811
                                                       emulator: AlibabaEmulator) -> None:
     env = {**os.environ, "AWS_ENDPOINT_URL": ec2_emulator.url, "ALIBABA_CLOUD_ECS_ENDPOINT": emulator.url,
            "ALIBABA_CLOUD_ACCESS_KEY_ID": ACCESS_KEY_ID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": ACCESS_KEY_SECRET}
-    cli = [sys.executable, "-m", "metalfleet.stacks.cli", "offerings", "--provider", "aws", "--provider", "alibaba"]
-    rows = json.loads(subprocess.run([*cli, "--json"], env=env, capture_output=True, text=True, check=True,
+    both = [*CLI, "--provider", "aws", "--provider", "alibaba"]
+    before = emulator.calls()
+    rows = json.loads(subprocess.run([*both, "--json"], env=env, capture_output=True, text=True, check=True,
                                      timeout=120).stdout)
-    assert [r["provider"] for r in rows] == ["aws"] * 4 + ["alibaba"] * 4
+    catalog = load_catalog()
+    assert [(r["provider"], r["name"]) for r in rows] == [(e.provider, e.name) for e in catalog.entries
+                                                          if e.provider in ("aws", "alibaba")]
+    assert {r["provider"] for r in rows} == {"aws", "alibaba"} and emulator.calls() == before  # offline
     h20 = next(r for r in rows if r["name"] == "ecs.ebmgn8v.48xlarge")
-    assert (h20["gpu_model"], h20["fabric"], h20["fabric_cards"], h20["fabric_gbps"], h20["vcpus"]) == (
-        "H20", "erdma", 2, 170.0, 192)
-    assert emulator.calls("DescribeInstanceTypes") == 1  # read from the Alibaba API, not only the catalogue
-    table = subprocess.run(cli, env=env, capture_output=True, text=True, check=True, timeout=120).stdout
-    assert "alibaba   ecs.ebmgn8v.48xlarge" in table and "erdma 2x = 170 Gbps" in table
-    assert "aws       p5.48xlarge" in table
-    only = json.loads(subprocess.run([*cli, "--json", "--fabric", "erdma"], env=env, capture_output=True, text=True,
-                                     check=True, timeout=120).stdout)
+    assert (h20["gpu_model"], h20["fabric"], h20["fabric_cards"], h20["fabric_gbps"]) == ("H20", "erdma", 2, 170.0)
+    only = json.loads(subprocess.run([*both, "--json", "--fabric", "erdma"], env=env, capture_output=True,
+                                     text=True, check=True, timeout=120).stdout)
     assert {r["provider"] for r in only} == {"alibaba"}
+
+    # --live: the Alibaba API's answer (it fills what the catalogue leaves unknown, such as the vCPU count)
+    live = [*CLI, "--live", "--provider", "alibaba", "--region", REGION]
+    [part] = json.loads(subprocess.run([*live, "--json"], env=env, capture_output=True, text=True, check=True,
+                                       timeout=120).stdout)
+    assert emulator.calls("DescribeInstanceTypes") >= 1  # read from the Alibaba API, not only the catalogue
+    h20_live = next(o for o in part["offerings"] if o["name"] == "ecs.ebmgn8v.48xlarge")
+    assert (h20_live["gpu_model"], h20_live["fabric"], h20_live["fabric_cards"], h20_live["vcpus"]) == (
+        "H20", "erdma", 2, 192)
+    assert all(d["shipped"] is not None for d in part["differences"])  # unknown is filled, not a difference
+    table = subprocess.run(live, env=env, capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "ecs.ebmgn8v.48xlarge" in table and "erdma 2x = 170 Gbps" in table
+    assert "alibaba cn-wulanchabu:" in table and "differences from the shipped catalogue:" in table
