@@ -7,12 +7,10 @@ finding is never silently dropped.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
-from xml.etree import ElementTree as ET
 
 from .engine import Finding, Report
 from .rules import FRAMEWORKS, SEVERITY_SCORE, Rule
@@ -170,6 +168,8 @@ def _location(f: Finding) -> dict[str, Any]:
 
 
 def _fingerprint(f: Finding) -> str:
+    import hashlib  # here, not at the top: only SARIF needs it
+
     key = f"{f.rule.id}\x00{f.resource_name}\x00{f.location.address or ''}\x00{f.message}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
@@ -224,6 +224,8 @@ def render_sarif(report: Report) -> str:
 
 
 def render_junit(report: Report) -> str:
+    from xml.etree import ElementTree as ET
+
     suites = ET.Element("testsuites", name="metalfleet policy check")
     total = failures = skipped = 0
     by_rule: dict[str, list[Finding]] = {}

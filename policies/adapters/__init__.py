@@ -24,10 +24,10 @@ from ..config import PolicyConfig, Suppression
 from ..model import Location, Resource
 from ..yamlpos import load_with_positions, suppression_comments
 from .common import Assumptions
-from .inventory import inventory_resources, is_pool_inventory
-from .metalfleet import cluster_resources
-from .pulumi import resources_from_export, resources_from_preview
 from .terraform import PlanError, plan_resources
+
+# The Pulumi, cluster-spec and inventory adapters load with the first input of their kind (a Terraform plan, the
+# benchmark's case, needs none of them).
 
 __all__ = ["KINDS", "LoadedInput", "assumptions", "load_input", "spec_resources"]
 
@@ -97,6 +97,8 @@ def spec_resources(data: dict[str, Any], path: str, positions: Any) -> list[Reso
     """A cluster spec, validated as ``metalfleet validate`` does, as resource views located in ``path``."""
     from metalfleet.providers.spec import parse_spec
 
+    from .metalfleet import cluster_resources
+
     spec = parse_spec(data, path)
     dumped = spec.model_dump(mode="json")
 
@@ -126,9 +128,13 @@ def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str
                 result = plan_resources(data, path, assume, tf_dir)
                 return LoadedInput(path, "terraform-plan", result.resources, result.suppressions)
             if top.deployment:
+                from .pulumi import resources_from_export
+
                 doc = msgspec.json.decode(data)
                 return LoadedInput(path, "pulumi-export", resources_from_export(doc, path, assume))
             if top.steps:
+                from .pulumi import resources_from_preview
+
                 doc = msgspec.json.decode(data)
                 return LoadedInput(path, "pulumi-preview", resources_from_preview(doc, path, assume))
         except PlanError as exc:
@@ -137,6 +143,8 @@ def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str
             raise _json_error(path, data, exc) from None
         raise BadFileError(f"policy input {path} is JSON but none of: {', '.join(list(KINDS.values())[:3])}",
                            path=path)
+    from .inventory import inventory_resources, is_pool_inventory
+
     text = read_text_file(path, "policy input")
     doc, positions = load_with_positions(text, path, "policy input")
     if isinstance(doc, dict) and "provider" in doc:
