@@ -64,6 +64,9 @@ def is_plan(doc: Mapping[str, Any]) -> bool:
     return "format_version" in doc and ("resource_changes" in doc or "planned_values" in doc)
 
 
+_NESTED = (dict, list)
+
+
 def _overlay(after: Any, unknown: Any) -> Any:
     """``after`` with every value ``after_unknown`` marks replaced by UNKNOWN."""
     if unknown is True:
@@ -75,7 +78,7 @@ def _overlay(after: Any, unknown: Any) -> Any:
         for k, u in unknown.items():
             if u is True:
                 out[k] = UNKNOWN
-            elif isinstance(u, dict | list) and u:
+            elif u and isinstance(u, _NESTED):
                 out[k] = _overlay(out.get(k), u)
         return out
     if isinstance(unknown, list):
