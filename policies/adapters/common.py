@@ -120,7 +120,10 @@ def tags_of(d: Any, *keys: str) -> Maybe[Mapping[str, str]]:
             if v is None:
                 continue
             if isinstance(v, dict):
-                if all(type(x) is str for x in v.values()):
+                for x in v.values():
+                    if type(x) is not str:
+                        break
+                else:
                     return v  # the usual case: already a map of strings
                 return {str(k): ("" if x is UNKNOWN else str(x)) for k, x in v.items()}
             if isinstance(v, list):  # [{key:, value:}] forms

@@ -85,7 +85,8 @@ def _overlay(after: Any, unknown: Any) -> Any:
         items = list(after) if isinstance(after, list) else []
         for i, u in enumerate(unknown):
             if i < len(items):
-                items[i] = _overlay(items[i], u)
+                if u:  # {} / [] / false leave the item as it is
+                    items[i] = _overlay(items[i], u)
             elif u is True:
                 items.append(UNKNOWN)
             elif isinstance(u, dict) and u:
