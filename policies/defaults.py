@@ -137,5 +137,11 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
 )}
 
 
+_NOTES: dict[str, str] = {}
+
+
 def note(key: str) -> str:
-    return DEFAULTS[key].note
+    found = _NOTES.get(key)
+    if found is None:
+        found = _NOTES[key] = DEFAULTS[key].note
+    return found

@@ -117,6 +117,7 @@ def evaluate(resources: Sequence[Resource], config: PolicyConfig | None = None, 
     by_kind: dict[str, list[Resource]] = {}
     for res in resources:
         by_kind.setdefault(res.kind, []).append(res)
+    findings = report.findings
     for rule in report.rules:
         if not rule.kinds:
             continue
@@ -124,21 +125,23 @@ def evaluate(resources: Sequence[Resource], config: PolicyConfig | None = None, 
         if settings.enforcement == "disabled":
             continue
         ctx = RuleContext(settings.params, today)
+        check = rule.check
+        enforcement, unknown_mode = settings.enforcement, settings.unknown
         for kind in rule.kinds:
             for res in by_kind.get(kind, ()):
-                for v in rule.check(res, ctx):
-                    level = settings.enforcement
+                for v in check(res, ctx):
+                    level = enforcement
                     if v.unknown:
-                        if settings.unknown == "ignore":
+                        if unknown_mode == "ignore":
                             continue
-                        if settings.unknown == "advisory":
+                        if unknown_mode == "advisory":
                             level = "advisory"
                     loc = v.location or res.location
-                    sup = next((s for s in usable if _matches(s, rule, res, loc)), None)
+                    sup = next((s for s in usable if _matches(s, rule, res, loc)), None) if usable else None
                     f = Finding(rule, res.name, res.type, res.platform, res.source, v.message, loc, level, v.unknown,
                                 sup)
                     if sup is None:
-                        report.findings.append(f)
+                        findings.append(f)
                     else:
                         report.suppressed.append(f)
                         counts[id(sup)] = counts.get(id(sup), 0) + 1

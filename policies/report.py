@@ -7,12 +7,11 @@ finding is never silently dropped.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
-from xml.etree import ElementTree as ET
 
 from .engine import Finding, Report
 from .rules import FRAMEWORKS, SEVERITY_SCORE, Rule
@@ -170,6 +169,8 @@ def _location(f: Finding) -> dict[str, Any]:
 
 
 def _fingerprint(f: Finding) -> str:
+    import hashlib  # here, not at the top: only SARIF needs it
+
     key = f"{f.rule.id}\x00{f.resource_name}\x00{f.location.address or ''}\x00{f.message}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
@@ -224,6 +225,8 @@ def render_sarif(report: Report) -> str:
 
 
 def render_junit(report: Report) -> str:
+    from xml.etree import ElementTree as ET
+
     suites = ET.Element("testsuites", name="metalfleet policy check")
     total = failures = skipped = 0
     by_rule: dict[str, list[Finding]] = {}
@@ -273,21 +276,83 @@ def _finding_json(f: Finding) -> dict[str, Any]:
             "suppressed_by": f.suppressed_by.describe() if f.suppressed_by else None}
 
 
-def render_json(report: Report) -> str:
-    doc = {
-        "result": "fail" if report.blocking else "pass",
-        "summary": {"mandatory": len(report.blocking), "advisory": sum(f.level != "mandatory" for f in report.findings),
+def _json_head(report: Report) -> dict[str, Any]:
+    """The JSON report without its findings."""
+    blocking = report.blocking
+    return {
+        "result": "fail" if blocking else "pass",
+        "summary": {"mandatory": len(blocking), "advisory": sum(f.level != "mandatory" for f in report.findings),
                     "suppressed": len(report.suppressed), "resources": report.resources},
         "inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources} for i in report.inputs],
-        "findings": [_finding_json(f) for f in report.findings],
-        "suppressed": [_finding_json(f) for f in report.suppressed],
         "suppressions": [{"rule": st.suppression.rule, "resource": st.suppression.resource,
                           "reason": st.suppression.reason, "status": st.status, "count": st.count,
                           "expires": st.suppression.expires.isoformat() if st.suppression.expires else None,
                           "declared_at": st.suppression.origin.describe()} for st in report.suppressions],
     }
-    indent = 2 if len(report.findings) + len(report.suppressed) < 2000 else None  # large: json's C encoder
-    return json.dumps(doc, indent=indent) + "\n"
+
+
+def _json_doc(report: Report) -> dict[str, Any]:
+    head = _json_head(report)
+    return {"result": head["result"], "summary": head["summary"], "inputs": head["inputs"],
+            "findings": [_finding_json(f) for f in report.findings],
+            "suppressed": [_finding_json(f) for f in report.suppressed], "suppressions": head["suppressions"]}
+
+
+def _json_value(v: Any) -> str:
+    """``json.dumps(v)`` (ASCII, no indent), the common case without the encoder's set-up."""
+    if type(v) is str:
+        return _json_str(v)
+    if v is None:
+        return "null"
+    if type(v) is int:
+        return int.__repr__(v)
+    return json.dumps(v)
+
+
+def _findings_compact(findings: list[Finding]) -> str:
+    """``json.dumps([_finding_json(f) for f in findings])``, byte for byte, without building the dicts: the
+    parts findings share (rule, level, resource type, file) are encoded once."""
+    heads: dict[tuple[str, str, str, str, bool], str] = {}
+    mids: dict[tuple[str, str, str], str] = {}
+    files: dict[str | None, str] = {}
+    out = []
+    for f in findings:
+        r = f.rule
+        key = (r.id, r.title, r.severity, f.level, f.unknown)
+        head = heads.get(key)
+        if head is None:
+            head = heads[key] = (f'{{"rule": {_json_value(r.id)}, "title": {_json_value(r.title)}, "severity": '
+                                 f'{_json_value(r.severity)}, "enforcement": {_json_value(f.level)}, "unknown": '
+                                 f'{_json_value(f.unknown)}, "resource": ')
+        mkey = (f.resource_type, f.platform, f.source)
+        mid = mids.get(mkey)
+        if mid is None:
+            mid = mids[mkey] = (f', "resource_type": {_json_value(f.resource_type)}, "platform": '
+                                f'{_json_value(f.platform)}, "input": {_json_value(f.source)}, "message": ')
+        loc = f.location
+        file = files.get(loc.file)
+        if file is None:
+            file = files[loc.file] = _json_value(loc.file)
+        sup = f.suppressed_by.describe() if f.suppressed_by else None
+        out.append(f'{head}{_json_value(f.resource_name)}{mid}{_json_value(f.message)}, "location": {{"file": {file}, '
+                   f'"line": {_json_value(loc.line)}, "column": {_json_value(loc.column)}, "address": '
+                   f'{_json_value(loc.address)}}}, "suppressed_by": {_json_value(sup)}}}')
+    return f"[{', '.join(out)}]"
+
+
+def _json_compact(report: Report) -> str:
+    """``json.dumps(_json_doc(report)) + "\\n"`` (no indent), byte for byte; the findings, nearly all of a large
+    report, are written by :func:`_findings_compact`."""
+    head = _json_head(report)
+    return (f'{{"result": {json.dumps(head["result"])}, "summary": {json.dumps(head["summary"])}, "inputs": '
+            f'{json.dumps(head["inputs"])}, "findings": {_findings_compact(report.findings)}, "suppressed": '
+            f'{_findings_compact(report.suppressed)}, "suppressions": {json.dumps(head["suppressions"])}}}\n')
+
+
+def render_json(report: Report) -> str:
+    if len(report.findings) + len(report.suppressed) < 2000:
+        return json.dumps(_json_doc(report), indent=2) + "\n"
+    return _json_compact(report)  # large: no indent, as json.dumps(doc) writes it, without the dicts
 
 
 # ------------------------------------------------------------------------------------------ GitHub

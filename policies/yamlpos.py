@@ -12,12 +12,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+if TYPE_CHECKING:
+    from yaml.nodes import Node
 
-from metalfleet.providers.yamlfile import parse_yaml
+# PyYAML (and metalfleet.providers.yamlfile) load when a YAML document is read, not on import: a Terraform plan
+# or Pulumi JSON input never needs them (`metalfleet policy check` on a plan starts faster).
 
 __all__ = ["Positions", "SuppressionComment", "load_with_positions", "suppression_comments"]
 
@@ -45,6 +46,8 @@ class Positions:
 
 
 def _walk(node: Node, path: Path, out: dict[Path, tuple[int, int]]) -> None:
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
     if isinstance(node, MappingNode):
         merged: list[tuple[Node, Node]] = []
         for key, value in node.value:
@@ -71,6 +74,10 @@ def _walk(node: Node, path: Path, out: dict[Path, tuple[int, int]]) -> None:
 
 def load_with_positions(text: str, source: str, what: str) -> tuple[Any, Positions]:
     """The document (checked by parse_yaml: limits, duplicate keys) and the positions of its values."""
+    import yaml
+
+    from metalfleet.providers.yamlfile import parse_yaml
+
     data = parse_yaml(text, source, what)
     table: dict[Path, tuple[int, int]] = {(): (1, 1)}
     root = yaml.compose(text, Loader=yaml.SafeLoader)  # safe: parse_yaml has checked depth and aliases

@@ -10,17 +10,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from metalfleet.providers import (
-    ClusterSpec,
-    MetalfleetError,
-    Node,
-    get_driver,
-    load_spec,
-)
-from metalfleet.providers.errors import InvalidSpecError, PrerequisiteError
-from metalfleet.providers.registry import parse_driver_config
+# Only the error tree at import: the spec models (pydantic), the registry and the drivers load in the commands
+# that use them, so `metalfleet policy check` on a plan does not pay for them.
+from metalfleet.providers.errors import InvalidSpecError, MetalfleetError, PrerequisiteError
+
+if TYPE_CHECKING:
+    from metalfleet.providers import ClusterSpec, Node
 
 __all__ = ["main"]
 
@@ -64,6 +61,8 @@ def _policy_report(args: argparse.Namespace) -> Any:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from metalfleet.providers import load_spec
+
     spec = load_spec(args.spec)
     print(f"{args.spec}: valid spec — {spec.count} x {spec.offering or 'offering by requirements'} on "
           f"{spec.provider} {spec.region}")
@@ -77,10 +76,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _driver_for(spec: ClusterSpec, args: argparse.Namespace) -> Any:
+    from metalfleet.providers import get_driver
+    from metalfleet.providers.registry import parse_driver_config
+
     return get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
 
 
 def cmd_order(args: argparse.Namespace) -> int:
+    from metalfleet.providers import load_spec
     from metalfleet.providers.fleet import order_cluster, plan
 
     spec = load_spec(args.spec)
@@ -95,6 +98,7 @@ def cmd_order(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    from metalfleet.providers import load_spec
     from metalfleet.providers.fleet import release_cluster
 
     spec = load_spec(args.spec)
@@ -104,6 +108,9 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_stack(args: argparse.Namespace) -> int:
+    from metalfleet.providers import load_spec
+    from metalfleet.providers.registry import parse_driver_config
+
     spec = load_spec(args.spec)  # before importing the Pulumi SDK: bad input is answered at once
     report = _policy_report(args) if args.command in ("up", "preview") else None
     if report is not None:  # shown, not enforced here: `--policy-pack policies/pack` enforces in the engine
@@ -124,6 +131,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from metalfleet.bootstrap import TerminalProgress, live_inventory, profile_for_spec, run_bootstrap
     from metalfleet.bootstrap.inventory import load_target
+    from metalfleet.providers import ClusterSpec
 
     target = load_target(args.target)
     if isinstance(target, ClusterSpec):

@@ -120,7 +120,10 @@ def tags_of(d: Any, *keys: str) -> Maybe[Mapping[str, str]]:
             if v is None:
                 continue
             if isinstance(v, dict):
-                if all(type(x) is str for x in v.values()):
+                for x in v.values():
+                    if type(x) is not str:
+                        break
+                else:
                     return v  # the usual case: already a map of strings
                 return {str(k): ("" if x is UNKNOWN else str(x)) for k, x in v.items()}
             if isinstance(v, list):  # [{key:, value:}] forms
@@ -146,11 +149,22 @@ _NOT_GPU = {
 }
 
 
+_GPU_TYPES: dict[tuple[str, str], Maybe[bool]] = {}
+
+
 def gpu_type(platform: str, instance_type: Any) -> Maybe[bool]:
     """True for a known accelerator family, False for a known general-purpose one, UNKNOWN otherwise (so a
     rule scoped to GPU nodes still judges a node it cannot place)."""
     if not isinstance(instance_type, str) or not instance_type:
         return UNKNOWN
+    key = (platform, instance_type)
+    found = _GPU_TYPES.get(key)
+    if found is None:
+        found = _GPU_TYPES[key] = _gpu_type(platform, instance_type)
+    return found
+
+
+def _gpu_type(platform: str, instance_type: str) -> Maybe[bool]:
     t = instance_type.lower()
     gpu, not_gpu = _GPU.get(platform), _NOT_GPU.get(platform)
     if gpu is not None and gpu.match(t):

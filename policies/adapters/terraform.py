@@ -28,7 +28,7 @@ from ..yamlpos import suppression_comments
 from .common import Assumptions, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
-__all__ = ["PlanError", "is_plan", "plan_resources"]
+__all__ = ["PlanError", "decoded_plan_resources", "is_plan", "plan_resources"]
 
 
 class PlanError(ValueError):
@@ -64,6 +64,9 @@ def is_plan(doc: Mapping[str, Any]) -> bool:
     return "format_version" in doc and ("resource_changes" in doc or "planned_values" in doc)
 
 
+_NESTED = (dict, list)
+
+
 def _overlay(after: Any, unknown: Any) -> Any:
     """``after`` with every value ``after_unknown`` marks replaced by UNKNOWN."""
     if unknown is True:
@@ -75,14 +78,15 @@ def _overlay(after: Any, unknown: Any) -> Any:
         for k, u in unknown.items():
             if u is True:
                 out[k] = UNKNOWN
-            elif isinstance(u, dict | list) and u:
+            elif u and isinstance(u, _NESTED):
                 out[k] = _overlay(out.get(k), u)
         return out
     if isinstance(unknown, list):
         items = list(after) if isinstance(after, list) else []
         for i, u in enumerate(unknown):
             if i < len(items):
-                items[i] = _overlay(items[i], u)
+                if u:  # {} / [] / false leave the item as it is
+                    items[i] = _overlay(items[i], u)
             elif u is True:
                 items.append(UNKNOWN)
             elif isinstance(u, dict) and u:
@@ -213,6 +217,10 @@ def _decoder(tf_type: str) -> tuple[msgspec.json.Decoder[Any], tuple[str, ...]]:
     return found
 
 
+_ASTUPLE = msgspec.structs.astuple
+_UNSET = msgspec.UNSET
+
+
 def _decode(raw: msgspec.Raw, tf_type: str) -> dict[str, Any]:
     decoder, names = _decoder(tf_type)
     first = bytes(memoryview(raw)[:1])
@@ -220,15 +228,23 @@ def _decode(raw: msgspec.Raw, tf_type: str) -> dict[str, Any]:
         return dict.fromkeys(names, True)
     if first != b"{":
         return {}
-    obj = decoder.decode(raw)
-    return {n: v for n in names if (v := getattr(obj, n)) is not msgspec.UNSET}
+    values = _ASTUPLE(decoder.decode(raw))
+    if _UNSET not in values:  # a plan lists every attribute of its schema: the usual case
+        return dict(zip(names, values, strict=True))
+    return {n: v for n, v in zip(names, values, strict=True) if v is not _UNSET}
 
 
-def _props(rc: _ResourceChange) -> dict[str, Any]:
-    """The planned attributes of one change that its builder reads, unknown values as UNKNOWN."""
+def _props(rc: _ResourceChange, unknowns: dict[tuple[str, bytes], dict[str, Any]]) -> dict[str, Any]:
+    """The planned attributes of one change that its builder reads, unknown values as UNKNOWN.
+
+    ``unknowns`` caches decoded ``after_unknown`` objects by their text: the instances of one ``count`` block
+    share one (it is only read, never changed)."""
     assert rc.change is not None
     after = _decode(rc.change.after, rc.type)
-    unknown = _decode(rc.change.after_unknown, rc.type)
+    key = (rc.type, bytes(rc.change.after_unknown))
+    unknown = unknowns.get(key)
+    if unknown is None:
+        unknown = unknowns[key] = _decode(rc.change.after_unknown, rc.type)
     return _overlay(after, unknown) if unknown else after
 
 
@@ -244,19 +260,27 @@ def plan_resources(data: bytes, file: str, assume: Assumptions, tf_dir: str | Pa
         plan = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise PlanError(f"not a Terraform plan this tool can read: {exc}") from None
+    return decoded_plan_resources(plan.resource_changes, plan.configuration, file, assume, tf_dir)
+
+
+def decoded_plan_resources(resource_changes: list[_ResourceChange], configuration: dict[str, Any] | None, file: str,
+                           assume: Assumptions, tf_dir: str | Path | None = None) -> PlanResult:
+    """:func:`plan_resources` of a plan already decoded (the input loader decodes the plan and tells its kind in
+    one pass)."""
     config: dict[str, _ConfigResource] = {}
     root_dir = Path(tf_dir) if tf_dir is not None else Path(file).resolve().parent
-    if isinstance(plan.configuration, dict):
-        _walk_config(plan.configuration.get("root_module") or {}, "", ".", config)
-    wanted = [rc for rc in plan.resource_changes
+    if isinstance(configuration, dict):
+        _walk_config(configuration.get("root_module") or {}, "", ".", config)
+    wanted = [rc for rc in resource_changes
               if rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]
               and (rc.type in NATIVE or rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet")]
+    unknowns: dict[tuple[str, bytes], dict[str, Any]] = {}
     subnets: dict[str, Maybe[bool]] = {}
     for rc in wanted:  # first pass: what changes the defaults of the rest
         if rc.type in ACCOUNT_SETTINGS:
-            account_settings(rc.type, _props(rc), assume)
+            account_settings(rc.type, _props(rc, unknowns), assume)
         elif rc.type == "aws_subnet":
-            v = maybe_bool(_props(rc).get("map_public_ip_on_launch"))
+            v = maybe_bool(_props(rc, unknowns).get("map_public_ip_on_launch"))
             subnets[_base(rc.address)] = False if v is None else v  # default false (aws_subnet docs)
     blocks: dict[str, _Block] = {}
     sups: list[Suppression] = []
@@ -270,27 +294,33 @@ def plan_resources(data: bytes, file: str, assume: Assumptions, tf_dir: str | Pa
         block_sups.extend((f"{prefix}{k}", s) for k, s in found_sups)
     for owner, s in block_sups:
         sups.append(dc_replace(s, resource=owner))
+    bases = [_base(rc.address) for rc in wanted]
     counts: dict[str, int] = {}
-    for rc in wanted:
-        counts[_base(rc.address)] = counts.get(_base(rc.address), 0) + 1
+    for base in bases:
+        counts[base] = counts.get(base, 0) + 1
+    #: per configuration block: the resources its reference attributes point at, and its subnet's setting
+    links: dict[str, tuple[list[tuple[str, str]], Maybe[bool] | None]] = {}
     out: list[Resource] = []
-    for rc in wanted:  # second pass: decoded one at a time, so only the views stay in memory
+    for rc, base in zip(wanted, bases, strict=True):  # second pass: one at a time: only the views stay in memory
         if rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet":
             continue
-        props = _props(rc)
-        base = _base(rc.address)
-        cfg = config.get(base)
+        props = _props(rc, unknowns)
         b = blocks.get(base)
         loc = Location(b.file if b else file, b.line if b else None, 1 if b else None, rc.address)
         subnet: Maybe[bool] | None = None
+        cfg = config.get(base)
         if cfg is not None:
-            for attr in ("instance", "instance_id", "network_interface"):
-                target = _target(cfg.references.get(attr, []))
-                if target and props.get(attr) in (UNKNOWN, None, ""):
+            link = links.get(base)
+            if link is None:
+                targets = [(attr, target) for attr in ("instance", "instance_id", "network_interface")
+                           if (target := _target(cfg.references.get(attr, [])))]
+                sn = _target(cfg.references.get("subnet_id", []))
+                link = links[base] = (targets, subnets[_base(sn)] if sn is not None and _base(sn) in subnets
+                                      else None)
+            for attr, target in link[0]:
+                if props.get(attr) in (UNKNOWN, None, ""):
                     props[attr] = target
-            sn = _target(cfg.references.get("subnet_id", []))
-            if sn is not None and _base(sn) in subnets:
-                subnet = subnets[_base(sn)]
+            subnet = link[1]
         out.extend(native_resources(rc.type, props, rc.address, loc, "terraform", assume, subnet,
                                     counts.get(base, 1)))
     return PlanResult(out, sups)

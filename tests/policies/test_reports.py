@@ -185,3 +185,29 @@ def test_validate_shows_policy_findings(tmp_path: Path) -> None:
     good = subprocess.run([*cmd, str(root / "examples" / "aws-p5" / "cluster.yaml")], capture_output=True,
                           text=True, check=False)
     assert good.returncode == 0 and "policy: PASS" in good.stdout, good.stdout
+
+
+def test_large_json_report_is_byte_identical_to_json_dumps(inputs: list[Path]) -> None:
+    """A report of 2,000 findings or more is written without building its dicts (report._json_compact); it must
+    read exactly as json.dumps of the same document: suppressed findings, YAML lines and columns, absent
+    locations, unknown values and non-ASCII text included."""
+    from dataclasses import replace
+
+    from metalfleet.policies import parse_config
+    from metalfleet.policies.cli import check_paths
+    from metalfleet.policies.report import _json_compact, _json_doc, render_json
+
+    config = parse_config({"suppressions": [
+        {"rule": "MF-NET-002", "resource": "aws_security_group.ssh*", "reason": "lab network — behind the VPN"},
+        {"rule": "MF-ENC-002", "reason": "unused on purpose"}]})
+    report = check_paths(inputs, config)
+    assert report.suppressed and report.findings
+    assert any(f.location.line for f in report.findings) and any(f.location.line is None for f in report.findings)
+    odd = replace(report.findings[0], message="Käse \"quoted\" \\ tab\t 🚀", resource_name="gpü-ß", unknown=True,
+                  level="advisory")
+    report.findings.append(odd)
+    assert _json_compact(report) == json.dumps(_json_doc(report)) + "\n"
+    big = replace(report, findings=report.findings * (2000 // len(report.findings) + 1))
+    text = render_json(big)
+    assert text == json.dumps(_json_doc(big)) + "\n"
+    assert json.loads(text)["findings"][-1]["message"] == odd.message
