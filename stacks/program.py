@@ -83,7 +83,7 @@ def cluster_program(spec: ClusterSpec, driver_config: Mapping[str, Any] | None =
 def run_from_yaml(path: str | Path = "cluster.yaml", driver_config: Mapping[str, Any] | None = None) -> GpuCluster:
     """Entry point for a Pulumi project's ``__main__.py``: declare the cluster in ``path``.
 
-    ``driver_config``: driver settings the project fixes (e.g. the pool inventory of examples/ipmi-pool);
+    ``driver_config``: driver settings the project fixes (e.g. the pool inventory of examples/onprem-ipmi);
     ``metalfleet:driverConfig`` from the stack's config is merged over them.
     A bad spec or driver error becomes a RunError, which the engine prints as one clear message
     instead of a Python traceback (with any secret value scrubbed from it).

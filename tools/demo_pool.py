@@ -3,9 +3,9 @@
 1. start a simulated pool on this machine: four GPU hosts (VM-mode simulated hosts, SSH on 127.x), two behind
    OpenIPMI's ``ipmi_sim`` (IPMI 2.0 on 127.0.0.1 UDP ports), two behind the sushy-tools Redfish emulator; each
    host's machine runs only while its BMC says power is on, and all start powered off
-2. write the pool's inventory into a copy of examples/ipmi-pool (credentials by reference: the BMC password is in
+2. write the pool's inventory into a copy of examples/onprem-ipmi (credentials by reference: the BMC password is in
    an environment variable of this process tree only) and list the offerings the pool has
-3. order examples/ipmi-pool/cluster.yaml directly through the driver (hosts claimed, powered on through their
+3. order examples/onprem-ipmi/cluster.yaml directly through the driver (hosts claimed, powered on through their
    BMCs, SSH answering), show what the BMC simulators hold, release (powered off, returned to the pool)
 4. the same cluster as a Pulumi stack on the real engine: claim, power on, bootstrap over SSH, acceptance gate;
    print the acceptance table; destroy
@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "ipmi-pool"
+EXAMPLE = ROOT / "examples" / "onprem-ipmi"
 CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
 PASSWORD_ENV = "COLO_A_BMC_PASSWORD"  # the example pool.yaml's credentials reference
 
@@ -61,7 +61,7 @@ def run_json(*args: str, env: dict[str, str]) -> dict[str, Any]:
 
 
 def copy_example(dest: Path, pool: Any, key: Path, known_hosts: Path) -> tuple[Path, Path]:
-    """examples/ipmi-pool in ``dest``: pool.yaml describing the simulated pool, ssh paths into the temp folder."""
+    """examples/onprem-ipmi in ``dest``: pool.yaml describing the simulated pool, ssh paths into the temp folder."""
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("venv", "*.claims.json*"))
     name = yaml.safe_load((EXAMPLE / "pool.yaml").read_text())["pool"]
     inventory = pool.inventory(pool=name)
@@ -109,9 +109,9 @@ def main() -> int:
             print(f"power: {power_line(pool)}")
             env = {**os.environ, PASSWORD_ENV: pool.password, "PULUMI_CONFIG_PASSPHRASE": "demo",
                    "PULUMI_HOME": str(work / "pulumi-home")}
-            spec, inventory = copy_example(work / "ipmi-pool", pool, key, work / "ssh" / "known_hosts")
+            spec, inventory = copy_example(work / "onprem-ipmi", pool, key, work / "ssh" / "known_hosts")
             os.environ[PASSWORD_ENV] = pool.password
-            print(f"examples/ipmi-pool copied to {spec.parent}: pool.yaml lists the simulated hosts (BMC password "
+            print(f"examples/onprem-ipmi copied to {spec.parent}: pool.yaml lists the simulated hosts (BMC password "
                   f"by reference: ${PASSWORD_ENV}), ssh paths point at a throwaway key")
 
             banner("offerings of the pool (its hosts' hardware, through the offering catalogue)")

@@ -1,4 +1,4 @@
-"""`pulumi up` of examples/ipmi-pool with the real engine, against a simulated pool of real BMC protocols.
+"""`pulumi up` of examples/onprem-ipmi with the real engine, against a simulated pool of real BMC protocols.
 
 The pool has one host behind ipmi_sim (IPMI 2.0) and one behind the sushy-tools Redfish emulator; each is a
 VM-mode simulated GPU host whose machine runs only while its BMC says power is on. So one `pulumi up` claims
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-ipmi"),
               pytest.mark.requires_root("the pool's simulated GPU hosts")]
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "ipmi-pool"
+EXAMPLE = ROOT / "examples" / "onprem-ipmi"
 PASSWORD_ENV = "COLO_A_BMC_PASSWORD"  # the example's pool.yaml credentials reference
 
 
@@ -70,7 +70,7 @@ class Project:
 
 
 def _project(tmp_path: Path, pool: BmcPool, key: Path) -> Project:
-    proj = tmp_path / "ipmi-pool"
+    proj = tmp_path / "onprem-ipmi"
     shutil.copytree(EXAMPLE, proj, ignore=shutil.ignore_patterns("venv", "*.claims.json*"))
     link_test_environment(proj)
     example_pool = yaml.safe_load((EXAMPLE / "pool.yaml").read_text())
@@ -81,7 +81,7 @@ def _project(tmp_path: Path, pool: BmcPool, key: Path) -> Project:
     text = (proj / "cluster.yaml").read_text()
     for field, value in (("private_key", str(key)), ("known_hosts", str(tmp_path / "known_hosts"))):
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
-        assert n == 1, f"examples/ipmi-pool/cluster.yaml has no {field} line"
+        assert n == 1, f"examples/onprem-ipmi/cluster.yaml has no {field} line"
     (proj / "cluster.yaml").write_text(text)
     env = {**os.environ, **engine_env(), "PULUMI_HOME": str(tmp_path / "home"),
            "PULUMI_CONFIG_PASSPHRASE": "e2e-passphrase", PASSWORD_ENV: pool.password}
