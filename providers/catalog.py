@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
@@ -29,7 +29,8 @@ from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, Interconnect, Offering, Price
 
 __all__ = ["ANY_REGION", "BillingTerms", "BlockWindow", "Catalog", "CatalogOffering", "PriceList", "Vendor",
-           "catalog_document", "catalog_from_file", "load_catalog", "parse_catalog"]
+           "catalog_document", "catalog_from_file", "load_catalog", "offered_record", "orderable_offerings",
+           "parse_catalog"]
 
 Vendor = Literal["nvidia", "ascend", "none"]
 #: The region key of a price list whose prices hold in every region.
@@ -408,3 +409,22 @@ def load_catalog() -> Catalog:
     """The catalogue shipped with metalfleet (read once per process)."""
     text = resources.files("metalfleet.providers").joinpath("data/catalog.json").read_text(encoding="utf-8")
     return parse_catalog(cast(object, json.loads(text)), "providers/data/catalog.json")
+
+
+def offered_record(records: Mapping[str, dict[str, Any]], offering: str, region: str,
+                   provider: str) -> dict[str, Any]:
+    """A driver's API record of ``offering`` (its instance types by name, ``records``); InvalidSpecError
+    (``offering``) where the region does not sell it."""
+    info = records.get(offering)
+    if info is None:
+        raise InvalidSpecError(f"{offering} is not offered in {region}", field="offering", value=offering,
+                               provider=provider)
+    return info
+
+
+def orderable_offerings(catalog: Catalog, provider: str, records: Mapping[str, dict[str, Any]], region: str,
+                        make: Callable[[Mapping[str, Any], CatalogOffering, Catalog, str], Offering]) -> list[Offering]:
+    """The catalogue's orderable offerings of ``provider`` that its API lists (``records``), in the catalogue's
+    order, each made by the driver's ``make(record, entry, catalog, region)``."""
+    return [make(records[e.name], e, catalog, region)
+            for e in catalog.of(provider, orderable=True) if e.name in records]

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import InvalidSpecError, MetalfleetError
 from ..models import NodeSpec
+from ..network import NetworkMemo, check_subnet_place
 from ..tags import TAG_CLUSTER, TAG_NAME
 from .errors import PROVIDER
 
@@ -58,11 +59,9 @@ class ClusterNetwork:
     def __init__(self, call: Call, region: str) -> None:
         self._call = call
         self._region = region
-        self._lock = threading.Lock()
         self._vsw_lock = threading.Lock()
         self._vswitches: dict[str, dict[str, Any]] = {}
-        self._nets: dict[tuple[Any, ...], Net] = {}
-        self._net_locks: dict[tuple[Any, ...], threading.Lock] = {}
+        self._nets: NetworkMemo[Net] = NetworkMemo()
 
     def vswitch(self, vswitch_id: str) -> dict[str, Any]:
         with self._vsw_lock:  # held across the call: one DescribeVSwitches per vSwitch
@@ -76,43 +75,29 @@ class ClusterNetwork:
                 self._vswitches[vswitch_id] = found[0]
             return self._vswitches[vswitch_id]
 
-    @staticmethod
-    def _key(spec: NodeSpec) -> tuple[Any, ...]:
-        return (spec.cluster, spec.subnet_id, spec.vpc_id, tuple(spec.security_group_ids), spec.placement_group,
-                spec.placement_strategy, spec.placement_partitions, tuple(spec.ssh_ingress_cidrs), spec.ssh_port)
-
     def network(self, spec: NodeSpec) -> Net:
         """The cluster's shared network for ``spec``. Reads come first (the vSwitch, its zone and VPC), so a
         vSwitch outside ``network.vpc_id`` or the zone is refused before anything is made."""
         assert spec.subnet_id is not None
-        key = self._key(spec)
-        with self._lock:
-            lock = self._net_locks.setdefault(key, threading.Lock())
-        with lock:
-            if key in self._nets:
-                return self._nets[key]
-            vsw = self.vswitch(spec.subnet_id)
+        vswitch_id = spec.subnet_id
+
+        def make() -> Net:
+            vsw = self.vswitch(vswitch_id)
             zone, vpc_id = str(vsw["ZoneId"]), str(vsw["VpcId"])
-            if spec.zone and spec.zone != zone:
-                raise InvalidSpecError(f"vSwitch {spec.subnet_id} is in {zone}, not in zone {spec.zone}",
-                                       field="zone", value=spec.zone, provider=PROVIDER)
-            if spec.vpc_id and spec.vpc_id != vpc_id:
-                raise InvalidSpecError(f"vSwitch {spec.subnet_id} is in VPC {vpc_id}, not in network.vpc_id "
-                                       f"{spec.vpc_id}", field="network.vpc_id", value=spec.vpc_id, provider=PROVIDER)
+            check_subnet_place(spec, "vSwitch", zone, vpc_id, PROVIDER)
             ds = None
             if spec.placement_group:
                 ds = ensure_deployment_set(self._call, self._region, spec.placement_group, spec.cluster,
                                            spec.placement_strategy, spec.placement_partitions)
             groups = tuple(spec.security_group_ids) or (ensure_security_group(
                 self._call, self._region, spec.cluster, vpc_id, spec.ssh_ingress_cidrs, spec.ssh_port),)
-            net = Net(vpc_id=vpc_id, zone=zone, security_group_ids=groups, deployment_set_id=ds)
-            self._nets[key] = net
-            return net
+            return Net(vpc_id=vpc_id, zone=zone, security_group_ids=groups, deployment_set_id=ds)
+
+        return self._nets.get(spec, make)
 
     def forget(self, cluster: str) -> None:
         """Drop what is known of ``cluster`` (its resources were deleted: made again if ordered again)."""
-        with self._lock:
-            self._nets = {k: v for k, v in self._nets.items() if k[0] != cluster}
+        self._nets.forget(cluster)
 
 
 def _deployment_sets(call: Call, region: str, **filters: Any) -> list[dict[str, Any]]:

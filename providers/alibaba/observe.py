@@ -14,12 +14,11 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..console import host_keys_from_console
+from ..console import host_keys_from_console, with_host_keys
 from ..contract import OrderProgress
-from ..errors import MetalfleetError, NotFoundError, OperationTimeout, ProviderError
+from ..errors import NotFoundError, OperationTimeout, ProviderError
 from ..models import Node, NodeState
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER
@@ -158,20 +157,7 @@ class Observer:
 
     def with_host_keys(self, nodes: Sequence[Node]) -> list[Node]:
         """``nodes`` with ``extra["host_keys"]`` where the console has them (best effort)."""
-        def keys_of(node: Node) -> tuple[str, ...]:
-            try:
-                return self.host_keys(node.id)
-            except MetalfleetError:
-                return ()
-
-        todo = [n for n in nodes if n.id not in self.keys]
-        if len(todo) > 1:
-            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-                list(pool.map(keys_of, todo))
-        elif todo:
-            keys_of(todo[0])
-        return [dataclasses.replace(n, extra={**n.extra, "host_keys": list(self.keys[n.id])})
-                if n.id in self.keys else n for n in nodes]
+        return with_host_keys(nodes, self.keys, self.host_keys)
 
     def list_nodes(self, cluster: str) -> list[Node]:
         nodes = self.describe({"Tag": [{"Key": TAG_CLUSTER, "Value": cluster}]})

@@ -6,13 +6,13 @@ is the one tag check (order time, ``set_tags`` and the cluster spec).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 
 from ..errors import InvalidSpecError
 from ..models import BillingModel, NodeSpec
 from ..tags import ACCEPTANCE_TAGS, NODE_TAGS
+from ..validation import check_ssh_access, raise_first_problem
 from .errors import PROVIDER
 from .request import DISK_CATEGORIES, USER_DATA_MAX, disk_category, node_tags
 
@@ -73,10 +73,7 @@ def tag_problems(tags: Mapping[str, str], *, count: bool = True) -> list[tuple[s
 
 def check_tags(tags: Mapping[str, str], *, count: bool = True) -> None:
     """Raise an InvalidSpecError (``field="tags.<key>"``) for the first of :func:`tag_problems`."""
-    problems = tag_problems(tags, count=count)
-    if problems:
-        field, value, why = problems[0]
-        raise InvalidSpecError(why, field=field, value=value, provider=PROVIDER)
+    raise_first_problem(tag_problems(tags, count=count), PROVIDER)
 
 
 # -- the node spec ------------------------------------------------------------------------------
@@ -149,18 +146,7 @@ def _validate_disks(spec: NodeSpec) -> None:
 
 
 def _validate_network(spec: NodeSpec) -> None:
-    for i, cidr in enumerate(spec.ssh_ingress_cidrs):
-        try:
-            ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            raise _bad(f"{cidr!r} is not a CIDR (e.g. 203.0.113.0/24)", f"network.ssh_ingress_cidrs[{i}]",
-                       cidr) from None
-    if spec.ssh_ingress_cidrs and spec.security_group_ids:
-        raise _bad("ssh_ingress_cidrs are rules on the security group metalfleet makes, and with "
-                   "security_group_ids it makes none and changes none of yours: put the SSH rule in one of "
-                   "your groups", "network.ssh_ingress_cidrs", list(spec.ssh_ingress_cidrs))
-    if not 1 <= spec.ssh_port <= 65535:
-        raise _bad(f"port {spec.ssh_port} is outside 1..65535", "ssh.port", spec.ssh_port)
+    check_ssh_access(spec, PROVIDER)
     if not spec.placement_group:
         return
     if spec.placement_strategy not in _STRATEGIES:

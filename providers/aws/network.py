@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import InvalidSpecError, MetalfleetError, NotFoundError, ProviderError
 from ..models import Node, NodeSpec
+from ..network import NetworkMemo, check_subnet_place
 from ..tags import TAG_CLUSTER, TAG_KEY, TAG_NAME, TAG_PUBLIC_IP
 from .errors import PROVIDER, boundary
 
@@ -45,11 +46,9 @@ class ClusterNetwork:
 
     def __init__(self, ec2: Callable[[], Any]) -> None:
         self._ec2 = ec2
-        self._lock = threading.Lock()
         self._subnet_lock = threading.Lock()
         self._subnets: dict[str, dict[str, Any]] = {}
-        self._nets: dict[tuple[Any, ...], Net] = {}
-        self._net_locks: dict[tuple[Any, ...], threading.Lock] = {}
+        self._nets: NetworkMemo[Net] = NetworkMemo()
 
     def subnet(self, subnet_id: str) -> dict[str, Any]:
         with self._subnet_lock:  # held across the call: one DescribeSubnets per subnet
@@ -59,44 +58,29 @@ class ClusterNetwork:
                 self._subnets[subnet_id] = resp["Subnets"][0]
             return self._subnets[subnet_id]
 
-    @staticmethod
-    def _key(spec: NodeSpec) -> tuple[Any, ...]:
-        return (spec.cluster, spec.subnet_id, spec.vpc_id, tuple(spec.security_group_ids), spec.placement_group,
-                spec.placement_strategy, spec.placement_partitions, tuple(spec.ssh_ingress_cidrs), spec.ssh_port)
-
     def network(self, spec: NodeSpec) -> Net:
         """The cluster's shared network for ``spec``. Reads come first (the subnet, its zone and VPC), so a
         subnet outside ``network.vpc_id`` or the zone is refused before anything is made."""
         assert spec.subnet_id is not None
-        key = self._key(spec)
-        with self._lock:
-            lock = self._net_locks.setdefault(key, threading.Lock())
-        with lock:
-            if key in self._nets:
-                return self._nets[key]
-            subnet = self.subnet(spec.subnet_id)
+        subnet_id = spec.subnet_id
+
+        def make() -> Net:
+            subnet = self.subnet(subnet_id)
             zone, vpc_id = str(subnet["AvailabilityZone"]), str(subnet["VpcId"])
-            if spec.zone and spec.zone != zone:
-                raise InvalidSpecError(f"subnet {spec.subnet_id} is in {zone}, not in zone {spec.zone}",
-                                       field="zone", value=spec.zone, provider=PROVIDER)
-            if spec.vpc_id and spec.vpc_id != vpc_id:
-                raise InvalidSpecError(f"subnet {spec.subnet_id} is in VPC {vpc_id}, not in network.vpc_id "
-                                       f"{spec.vpc_id}", field="network.vpc_id", value=spec.vpc_id,
-                                       provider=PROVIDER)
+            check_subnet_place(spec, "subnet", zone, vpc_id, PROVIDER)
             ec2 = self._ec2()
             if spec.placement_group:
                 ensure_placement_group(ec2, spec.placement_group, spec.cluster, spec.placement_strategy,
                                        spec.placement_partitions)
             groups = tuple(spec.security_group_ids) or (ensure_security_group(
                 ec2, spec.cluster, vpc_id, spec.ssh_ingress_cidrs, spec.ssh_port),)
-            net = Net(vpc_id=vpc_id, zone=zone, security_group_ids=groups)
-            self._nets[key] = net
-            return net
+            return Net(vpc_id=vpc_id, zone=zone, security_group_ids=groups)
+
+        return self._nets.get(spec, make)
 
     def forget(self, cluster: str) -> None:
         """Drop what is known of ``cluster`` (its resources were deleted: made again if ordered again)."""
-        with self._lock:
-            self._nets = {k: v for k, v in self._nets.items() if k[0] != cluster}
+        self._nets.forget(cluster)
 
 
 def ensure_placement_group(ec2: Any, name: str, cluster: str, strategy: str = "cluster",

@@ -11,8 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..catalog import Catalog, CatalogOffering
-from ..errors import InvalidSpecError
+from ..catalog import Catalog, CatalogOffering, offered_record, orderable_offerings
 from ..models import Fabric, Offering
 from .errors import PROVIDER, boundary
 
@@ -89,13 +88,7 @@ class InstanceTypes:
 
     def info(self, offering: str) -> dict[str, Any]:
         """The record of ``offering``; InvalidSpecError (``offering``) where the region does not sell it."""
-        info = self.records().get(offering)
-        if info is None:
-            raise InvalidSpecError(f"{offering} is not offered in {self._region}", field="offering", value=offering,
-                                   provider=PROVIDER)
-        return info
+        return offered_record(self.records(), offering, self._region, PROVIDER)
 
     def offerings(self) -> list[Offering]:
-        types = self.records()
-        return [offering_from_type(types[e.name], e, self._catalog, self._region)
-                for e in self._catalog.of(PROVIDER, orderable=True) if e.name in types]
+        return orderable_offerings(self._catalog, PROVIDER, self.records(), self._region, offering_from_type)

@@ -7,13 +7,13 @@ Every error is an InvalidSpecError naming the cluster-spec field and the value a
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 
 from ..errors import InvalidSpecError
 from ..models import BillingModel, NodeSpec
 from ..tags import ACCEPTANCE_TAGS, NODE_TAGS, TAG_PUBLIC_IP
+from ..validation import check_ssh_access, raise_first_problem
 from .errors import PROVIDER
 from .request import DATA_DEVICES, USER_DATA_MAX, node_tags
 
@@ -82,10 +82,7 @@ def tag_problems(tags: Mapping[str, str], *, portable: bool = True, count: bool 
 def check_tags(tags: Mapping[str, str], *, portable: bool = True, count: bool = True, public_ip: bool = False) -> None:
     """Raise an InvalidSpecError (``field="tags.<key>"``, the bad key or value) for the first of
     :func:`tag_problems`; the one tag check this driver makes, before any call."""
-    problems = tag_problems(tags, portable=portable, count=count, public_ip=public_ip)
-    if problems:
-        field, value, why = problems[0]
-        raise InvalidSpecError(why, field=field, value=value, provider=PROVIDER)
+    raise_first_problem(tag_problems(tags, portable=portable, count=count, public_ip=public_ip), PROVIDER)
 
 
 # -- the node spec ------------------------------------------------------------------------------
@@ -165,18 +162,7 @@ def _validate_network(spec: NodeSpec) -> None:
     """The network and placement fields, checked as EC2 would check them (offline)."""
     if spec.vpc_id and not _VPC.match(spec.vpc_id):
         raise _bad(f"{spec.vpc_id!r} is not a VPC id (vpc-...)", "network.vpc_id", spec.vpc_id)
-    for i, cidr in enumerate(spec.ssh_ingress_cidrs):
-        try:
-            ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            raise _bad(f"{cidr!r} is not a CIDR (e.g. 203.0.113.0/24)", f"network.ssh_ingress_cidrs[{i}]",
-                       cidr) from None
-    if spec.ssh_ingress_cidrs and spec.security_group_ids:
-        raise _bad("ssh_ingress_cidrs are rules on the security group metalfleet makes, and with "
-                   "security_group_ids it makes none and changes none of yours: put the SSH rule in one of "
-                   "your groups", "network.ssh_ingress_cidrs", list(spec.ssh_ingress_cidrs))
-    if not 1 <= spec.ssh_port <= 65535:
-        raise _bad(f"port {spec.ssh_port} is outside 1..65535", "ssh.port", spec.ssh_port)
+    check_ssh_access(spec, PROVIDER)
     if not spec.placement_group:
         return
     if spec.placement_strategy not in _STRATEGIES:

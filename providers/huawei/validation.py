@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from ..errors import InvalidSpecError
 from ..models import BillingModel, NodeSpec
 from ..tags import ACCEPTANCE_TAGS, NODE_TAGS
+from ..validation import raise_first_problem
 from .errors import PROVIDER
 from .request import USER_DATA_MAX, VOLUME_TYPES, charging, node_tags, server_name
 
@@ -69,10 +70,7 @@ def tag_text(text: str) -> str:
 
 def check_tags(tags: Mapping[str, str], *, count: bool = True) -> None:
     """Raise an InvalidSpecError (``field="tags.<key>"``) for the first of :func:`tag_problems`."""
-    problems = tag_problems(tags, count=count)
-    if problems:
-        field, value, why = problems[0]
-        raise InvalidSpecError(why, field=field, value=value, provider=PROVIDER)
+    raise_first_problem(tag_problems(tags, count=count), PROVIDER)
 
 
 def _bad(message: str, field: str, value: object) -> InvalidSpecError:

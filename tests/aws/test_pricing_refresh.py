@@ -24,6 +24,7 @@ from metalfleet.providers.models import BillingModel
 from metalfleet.providers.refresh import refresh_document
 from metalfleet.providers.retry import RetryPolicy
 from metalfleet.testing.pricing import DEFAULT_PRODUCTS, PricingEmulator, product_document, start_pricing_emulator
+from tests.emulators.running import running_emulator
 
 CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
 CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -33,20 +34,9 @@ TODAY = date.today()
 
 @pytest.fixture(scope="module")
 def pricing_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PricingEmulator]:
-    saved = {k: os.environ.get(k) for k in [*CREDS, "AWS_PROFILE", "AWS_ENDPOINT_URL"]}
-    os.environ.update(CREDS)
-    for k in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        os.environ.pop(k, None)
-    emulator = start_pricing_emulator(log_path=str(tmp_path_factory.mktemp("pricing") / "server.log"))
-    try:
+    with running_emulator(lambda log: start_pricing_emulator(log_path=str(log)), tmp_path_factory, "pricing", CREDS,
+                          ("AWS_PROFILE", "AWS_ENDPOINT_URL")) as emulator:
         yield emulator
-    finally:
-        emulator.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ environment (the SDK's standard variables) only inside the test process and its 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +23,7 @@ from metalfleet.testing.alibaba import (
     AlibabaEmulator,
     default_vswitch_id,
 )
+from tests.emulators.running import running_emulator
 
 __all__ = ["ALIBABA_ENV", "IMAGE", "KMS_KEY", "REGION", "ZONE", "alibaba_emulator", "alibaba_emulator_session",
            "ecs_call", "vswitch"]
@@ -35,21 +35,9 @@ IMAGE = IMAGES[0]
 
 @pytest.fixture(scope="session")
 def alibaba_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlibabaEmulator]:
-    saved = {k: os.environ.get(k) for k in (*ALIBABA_ENV, "ALIBABA_CLOUD_SECURITY_TOKEN", "ALIBABA_CLOUD_ECS_ENDPOINT")}
-    os.environ.update(ALIBABA_ENV)
-    os.environ.pop("ALIBABA_CLOUD_SECURITY_TOKEN", None)
-    os.environ.pop("ALIBABA_CLOUD_ECS_ENDPOINT", None)
-    log = tmp_path_factory.mktemp("alibaba-emulator") / "server.log"
-    emulator = AlibabaEmulator.start(log_path=log)
-    try:
+    with running_emulator(lambda log: AlibabaEmulator.start(log_path=log), tmp_path_factory, "alibaba-emulator",
+                          ALIBABA_ENV, ("ALIBABA_CLOUD_SECURITY_TOKEN", "ALIBABA_CLOUD_ECS_ENDPOINT")) as emulator:
         yield emulator
-    finally:
-        emulator.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture

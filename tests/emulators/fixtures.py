@@ -6,7 +6,6 @@ faults are switched off and counters cleared before every test that uses it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from metalfleet.testing import usage as areas
 from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
+from tests.emulators.running import running_emulator
 
 #: Fake credentials for the emulator, set only inside the test process and its children.
 EMULATOR_ENV = {
@@ -31,22 +31,10 @@ KMS_KEY = "alias/metalfleet-test"
 
 @pytest.fixture(scope="session")
 def ec2_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ec2Emulator]:
-    saved = {k: os.environ.get(k) for k in EMULATOR_ENV}
-    os.environ.update(EMULATOR_ENV)
-    for k in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2"):
-        saved.setdefault(k, os.environ.pop(k, None))
-    log = tmp_path_factory.mktemp("ec2-emulator") / "server.log"
-    emulator = start_ec2_emulator(log_path=log)
-    try:
+    with running_emulator(lambda log: start_ec2_emulator(log_path=log), tmp_path_factory, "ec2-emulator",
+                          EMULATOR_ENV, ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2")) as emulator:
         ensure_kms_key(emulator, KMS_KEY)  # the test specs' volume key: an unknown key fails the launch
         yield emulator
-    finally:
-        emulator.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ test keys inside the test process and its children only.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from metalfleet.testing import usage as areas
 from metalfleet.testing.huawei import FLAVORS, PROJECT_ID, REGION, TEST_AK, TEST_SK, WORLD, ZONES, HuaweiEmulator
+from tests.emulators.running import running_emulator
 
 __all__ = ["FLAVOR", "HUAWEI_ENV", "REGION", "ZONE", "huawei_driver", "huawei_emulator", "huawei_emulator_session",
            "huawei_spec_data"]
@@ -27,19 +27,9 @@ KEY_PAIR = "metalfleet-test"
 
 @pytest.fixture(scope="session")
 def huawei_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HuaweiEmulator]:
-    saved = {k: os.environ.get(k) for k in HUAWEI_ENV}
-    os.environ.update(HUAWEI_ENV)
-    log = tmp_path_factory.mktemp("huawei-emulator") / "server.log"
-    emulator = HuaweiEmulator.start(log_path=log)
-    try:
+    with running_emulator(lambda log: HuaweiEmulator.start(log_path=log), tmp_path_factory, "huawei-emulator",
+                          HUAWEI_ENV) as emulator:
         yield emulator
-    finally:
-        emulator.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture
