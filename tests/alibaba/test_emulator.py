@@ -129,6 +129,8 @@ def test_response_shapes_are_the_ones_the_sdk_models_parse(driver: AlibabaDriver
             "DescribeDeploymentSets": {},
             "GetInstanceConsoleOutput": {"InstanceId": nodes[0].id},
             "DescribeKeyPairs": {},
+            "DescribePrice": {"ResourceType": "instance", "InstanceType": "ecs.ebmgn8v.48xlarge", "PriceUnit": "Month",
+                              "Period": 1},
         }
         for action, params in calls.items():
             raw = _raw(emulator, action, params)

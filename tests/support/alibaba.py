@@ -61,9 +61,20 @@ What it checks and does, as ECS does (the parts the driver uses):
     IpProtocol ALL or TCP covering 22: SourceCidrIp, and SourceGroupId's members), applied after every call that
     changes rules or members.
 
+(h) DescribePrice (``ResourceType=instance``): ``PriceUnit`` Hour (pay-as-you-go), Month (``Period`` 1-9) or Year
+    (``Period`` 1-5) (subscription), answered in ECS's shape: ``PriceInfo.Price`` with ``OriginalPrice``,
+    ``DiscountPrice``, ``TradePrice``, ``Currency`` (CNY) and ``DetailInfos.DetailInfo`` (the ``instanceType`` and
+    ``systemDisk`` lines), and ``PriceInfo.Rules.Rule`` (the discounts applied). The figures are the emulator's own
+    made-up price table (:data:`PRICES`, per type: an hour and a month, list price, plus a system disk rate per
+    GiB), never the catalogue's, so a price a refresh writes can only have come through the API; subscriptions get
+    a 15 % discount (rule 1001), as a pricing rule would give. A type the table does not price (not an ECS type, or
+    one ``POST /_metalfleet/prices`` withdrew) answers ``InvalidInstanceType.ValueNotSupported``; another unit or a
+    period out of range ``InvalidPriceUnit.ValueNotSupported``* / ``InvalidPeriod.ExceededDuration``*.
+
 Control endpoints (not ECS; never counted or faulted; the kit's, plus): ``POST /_metalfleet/stock {"zone", "type",
 "count"}``, ``POST /_metalfleet/quota {"instances": n}``, ``POST /_metalfleet/kms-keys {"keys": [...]}`` (added),
-``POST /_metalfleet/timing {"boot_seconds", "release_seconds"}``, ``GET /_metalfleet/instances`` (every instance
+``POST /_metalfleet/timing {"boot_seconds", "release_seconds"}``, ``POST /_metalfleet/prices {"type", "hour",
+"month"}`` (set a type's list prices; ``null`` for both withdraws it), ``GET /_metalfleet/instances`` (every instance
 record, released ones included). Faults answer ECS's errors: ``Throttling.User`` (400), ``ServiceUnavailable``
 (503), and RunInstances' ``OperationDenied.NoStock`` (403).
 """
@@ -99,8 +110,8 @@ from metalfleet.testing.kit import (
     server_parser,
 )
 
-__all__ = ["ACCESS_KEY_ID", "ACCESS_KEY_SECRET", "API_VERSION", "IMAGES", "INSTANCE_TYPES", "KMS_KEY", "REGION",
-           "VPC_ID", "ZONES", "AlibabaEmulator", "acs3_signature", "canonical_request", "default_vswitch_id",
+__all__ = ["ACCESS_KEY_ID", "ACCESS_KEY_SECRET", "API_VERSION", "IMAGES", "INSTANCE_TYPES", "KMS_KEY", "PRICES",
+           "REGION", "VPC_ID", "ZONES", "AlibabaEmulator", "acs3_signature", "canonical_request", "default_vswitch_id",
            "erdma_fabric"]
 
 #: The test AccessKey pair the emulator accepts (a server started with --access-key ID:SECRET accepts others).
@@ -158,6 +169,19 @@ INSTANCE_TYPES: dict[str, dict[str, Any]] = {
 #: Per-ERI bandwidth (Gbit/s) of the types with ERI: the type's bandwidth over its ERIs.
 ERI_GBPS = {"ecs.ebmgn8v.48xlarge": 85.0, "ecs.ebmgn7ex.32xlarge": 25.0}
 DEFAULT_STOCK = 64
+#: (h) The emulator's own DescribePrice table: type -> list price in CNY per hour (pay-as-you-go) and per month
+#: (subscription). Made-up figures, deliberately unlike the catalogue's; the general-purpose type is priced too.
+PRICES: dict[str, dict[str, float]] = {
+    "ecs.ebmgn8v.48xlarge": {"hour": 160.0, "month": 73000.0},
+    "ecs.ebmgn7ex.32xlarge": {"hour": 120.5, "month": 58400.0},
+    "ecs.ebmgn7e.32xlarge": {"hour": 110.0, "month": 51100.0},
+    "ecs.ebmgn7.26xlarge": {"hour": 80.25, "month": 36500.0},
+    "ecs.g7.large": {"hour": 0.5, "month": 200.0},
+}
+#: (h) System disk (the default 40 GiB cloud_essd) per GiB-hour and GiB-month, and the subscription discount.
+DISK_GIB = {"Hour": 0.001, "Month": 0.5}
+SUBSCRIPTION_DISCOUNT = 0.15
+SUBSCRIPTION_RULE = {"RuleId": 1001, "Description": "Subscription discount: 15% off the list price"}
 DEFAULT_QUOTA = 500
 
 
@@ -203,6 +227,10 @@ class AlibabaEmulator(EmulatorClient):
         body = {k: v for k, v in (("boot_seconds", boot_seconds), ("release_seconds", release_seconds))
                 if v is not None}
         self.control("POST", "timing", body)
+
+    def set_price(self, instance_type: str, hour: float | None, month: float | None) -> None:
+        """(h) Set a type's DescribePrice list prices (CNY per hour, per month); both None withdraws it."""
+        self.control("POST", "prices", {"type": instance_type, "hour": hour, "month": month})
 
     def instances(self) -> list[dict[str, Any]]:
         """Every instance record, released ones included (``released``: true)."""
@@ -291,6 +319,7 @@ class State:
     boot_seconds: float = 0.3
     release_seconds: float = 0.2
     ip_next: int = 10
+    prices: dict[str, dict[str, float]] = field(default_factory=lambda: {k: dict(v) for k, v in PRICES.items()})
 
 
 STATE = State()
@@ -737,6 +766,47 @@ def describe_instance_types(params: dict[str, str]) -> dict[str, Any]:
     return {"RequestId": _rid(), "InstanceTypes": {"InstanceType": page}, "NextToken": token}
 
 
+def _money(value: float) -> float:
+    return round(value, 4)
+
+
+def describe_price(params: dict[str, str]) -> dict[str, Any]:
+    """(h) ECS's price of an instance order: list price, discount and trade price, itemised, with the rules."""
+    if params.get("ResourceType", "instance") != "instance":
+        raise ApiError("InvalidResourceType.NotSupported", f"The specified ResourceType "
+                       f"{params.get('ResourceType')!r} is not supported by this emulator.")
+    itype = params.get("InstanceType", "")
+    if not itype:
+        raise ApiError("MissingParameter.InstanceType", "The input parameter InstanceType that is mandatory for "
+                       "processing this request is not supplied.")
+    table = STATE.prices.get(itype)
+    if table is None:
+        raise ApiError("InvalidInstanceType.ValueNotSupported", f"The specified InstanceType {itype!r} does not "
+                       "exist or is not supported.")
+    unit = params.get("PriceUnit", "Hour")
+    period = _int(params, "Period", 1)
+    limits = {"Hour": 1, "Month": 9, "Year": 5}
+    if unit not in limits:
+        raise ApiError("InvalidPriceUnit.ValueNotSupported", f"The specified PriceUnit {unit!r} is not supported.")
+    if unit != "Hour" and not 1 <= period <= limits[unit]:
+        raise ApiError("InvalidPeriod.ExceededDuration", f"The specified Period {period} is out of range for "
+                       f"PriceUnit {unit}.")
+    months = 0 if unit == "Hour" else period * (12 if unit == "Year" else 1)
+    disk_size = _int(params, "SystemDisk.Size", 40)
+    lines = [("instanceType", table["hour"] if unit == "Hour" else table["month"] * months),
+             ("systemDisk", disk_size * (DISK_GIB["Hour"] if unit == "Hour" else DISK_GIB["Month"] * months))]
+    rate = SUBSCRIPTION_DISCOUNT if months else 0.0
+    details = [{"Resource": r, "OriginalPrice": _money(v), "DiscountPrice": _money(v * rate),
+                "TradePrice": _money(v - v * rate),
+                "SubRules": {"Rule": [dict(SUBSCRIPTION_RULE)] if rate else []}} for r, v in lines]
+    original = sum(v for _, v in lines)
+    return {"RequestId": _rid(), "PriceInfo": {
+        "Price": {"OriginalPrice": _money(original), "DiscountPrice": _money(original * rate),
+                  "TradePrice": _money(original - original * rate), "Currency": "CNY",
+                  "DetailInfos": {"DetailInfo": details}},
+        "Rules": {"Rule": [dict(SUBSCRIPTION_RULE)] if rate else []}}}
+
+
 def describe_vswitches(params: dict[str, str]) -> dict[str, Any]:
     items = [v for v in VSWITCHES.values() if (not params.get("VSwitchId") or v["VSwitchId"] == params["VSwitchId"])
              and (not params.get("VpcId") or v["VpcId"] == params["VpcId"])
@@ -947,7 +1017,7 @@ ACTIONS = {
     "DescribeSecurityGroupAttribute": describe_security_group_attribute,
     "DeleteSecurityGroup": delete_security_group, "CreateDeploymentSet": create_deployment_set,
     "DescribeDeploymentSets": describe_deployment_sets, "DeleteDeploymentSet": delete_deployment_set,
-    "ImportKeyPair": import_key_pair, "DescribeKeyPairs": describe_key_pairs,
+    "ImportKeyPair": import_key_pair, "DescribeKeyPairs": describe_key_pairs, "DescribePrice": describe_price,
 }
 #: (g) Actions after which the simulated hosts' SSH source rules are computed again.
 SSH_RULE_ACTIONS = frozenset({"AuthorizeSecurityGroup", "RevokeSecurityGroup", "RunInstances", "DeleteInstances",
@@ -1064,6 +1134,15 @@ def _control_timing(raw: dict[str, Any], _query: dict[str, str]) -> Any:
     return {"ok": True}
 
 
+def _control_prices(raw: dict[str, Any], _query: dict[str, str]) -> Any:
+    itype = str(raw["type"])
+    if raw.get("hour") is None and raw.get("month") is None:
+        STATE.prices.pop(itype, None)
+    else:
+        STATE.prices[itype] = {"hour": float(raw["hour"]), "month": float(raw["month"])}
+    return {"ok": True}
+
+
 def _control_instances(_raw: dict[str, Any], _query: dict[str, str]) -> Any:
     _live()
     return [{**_public(i), "released": bool(i.get("released"))} for i in STATE.instances.values()]
@@ -1088,6 +1167,7 @@ def build_app() -> FaultMiddleware:
                            after_call=_after_call, reset_state=_reset_state, controls={
                                ("POST", "stock"): _control_stock, ("POST", "quota"): _control_quota,
                                ("POST", "kms-keys"): _control_kms, ("POST", "timing"): _control_timing,
+                               ("POST", "prices"): _control_prices,
                                ("GET", "instances"): _control_instances})
 
 

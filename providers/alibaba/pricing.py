@@ -1,0 +1,91 @@
+"""ECS instance prices from DescribePrice (CNY), for ``metalfleet catalogue refresh``.
+
+Two DescribePrice calls per instance type and region: ``PriceUnit=Hour`` prices pay-as-you-go (PostPaid,
+``on_demand``), ``PriceUnit=Month`` with ``Period=1`` prices one month of subscription (PrePaid, the catalogue's
+``monthly``). The catalogue holds every price per hour, so a month's price is divided by
+:data:`~metalfleet.providers.requirements.HOURS_PER_MONTH` (730 h, the convention the planner bills whole
+months by). The figure is the instance's own ``TradePrice`` (the ``instanceType`` line of
+``PriceInfo.Price.DetailInfos`` when ECS itemises the order, its system disk being a separate line; the order's
+``TradePrice`` otherwise): what the AccessKey's account would pay, after the discounts in ``PriceInfo.Rules``.
+A type ECS does not sell in the region (``InvalidInstanceType.*``) is left unpriced, so the refresh keeps and
+reports its older price. Calls go through the driver's client (same credentials, endpoint, SDK retries off,
+:func:`~metalfleet.providers.alibaba.errors.boundary`); the project's retry policy alone retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import MetalfleetError, ProviderError
+from ..models import BillingModel
+from ..requirements import HOURS_PER_MONTH
+from ..retry import DEFAULT_POLICY, RetryPolicy
+from .errors import PROVIDER
+
+__all__ = ["CURRENCY", "SOURCE", "AlibabaPriceList", "price_of"]
+
+CURRENCY = "CNY"
+SOURCE = ("Alibaba Cloud ECS DescribePrice (instance TradePrice in CNY; on_demand = PostPaid PriceUnit Hour, "
+          f"monthly = PrePaid PriceUnit Month Period 1 / {HOURS_PER_MONTH:g} h)")
+#: billing model -> the DescribePrice parameters that price it, and the hours its answer covers.
+UNITS: dict[BillingModel, tuple[dict[str, Any], float]] = {
+    BillingModel.ON_DEMAND: ({"PriceUnit": "Hour"}, 1.0),
+    BillingModel.MONTHLY: ({"PriceUnit": "Month", "Period": 1}, HOURS_PER_MONTH),
+}
+#: Codes that mean "ECS does not sell this type here" (not a fault): the type stays unpriced.
+NOT_SOLD = ("InvalidInstanceType", "InvalidResourceType.NotSupported", "PriceNotFound")
+
+
+def price_of(body: Mapping[str, Any], instance_type: str) -> float:
+    """The instance's TradePrice in a DescribePrice answer (``body``: the response body's map); a ProviderError
+    when it is missing or not in CNY (never a guessed figure)."""
+    price = (body.get("PriceInfo") or {}).get("Price") or {}
+    currency = price.get("Currency")
+    if currency != CURRENCY:
+        raise ProviderError(f"ECS DescribePrice: {instance_type} priced in {currency!r}, expected {CURRENCY}",
+                            provider=PROVIDER, code="UnexpectedCurrency")
+    details = ((price.get("DetailInfos") or {}).get("DetailInfo")) or []
+    line = next((d for d in details if d.get("Resource") == "instanceType"), None)
+    value = (line or price).get("TradePrice")
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise ProviderError(f"ECS DescribePrice: no TradePrice for {instance_type} (got {value!r})",
+                            provider=PROVIDER, code="MissingPrice")
+    return float(value)
+
+
+class AlibabaPriceList:
+    """Prices of ECS instance types per region from DescribePrice (``endpoint``: as the driver takes it)."""
+
+    def __init__(self, endpoint: str | None = None, retry: RetryPolicy = DEFAULT_POLICY) -> None:
+        self.endpoint = endpoint
+        self.retry = retry
+        self._drivers: dict[str, Any] = {}
+
+    def _call(self, region: str, params: dict[str, Any], instance_type: str) -> dict[str, Any]:
+        driver = self._drivers.get(region)
+        if driver is None:
+            from .driver import AlibabaDriver
+
+            driver = self._drivers[region] = AlibabaDriver(region=region, endpoint=self.endpoint)
+        result: dict[str, Any] = driver._call("DescribePrice", {"RegionId": region, **params},
+                                              instance_type=instance_type)
+        return result
+
+    def prices(self, region: str, names: Sequence[str]) -> dict[str, dict[BillingModel, float]]:
+        """``name`` -> billing model -> hourly CNY for every type ECS prices in ``region`` (absent: none)."""
+        out: dict[str, dict[BillingModel, float]] = {}
+        for name in names:
+            found: dict[BillingModel, float] = {}
+            for billing, (params, hours) in UNITS.items():
+                request = {"ResourceType": "instance", "InstanceType": name, **params}
+                try:
+                    body = self.retry.call(self._call, region, request, name)
+                except MetalfleetError as exc:  # auth, quota, faults after the retries: the refresh stops
+                    if (exc.code or "").startswith(NOT_SOLD):
+                        break
+                    raise
+                found[billing] = round(price_of(body, name) / hours, 6)
+            if found:
+                out[name] = found
+        return out
