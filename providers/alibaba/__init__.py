@@ -15,6 +15,7 @@ the AWS driver's anatomy (``providers/README.md``):
 ``network``        the vSwitch's zone and VPC, the cluster's deployment set and security group
 ``observe``        the state table, instances -> Nodes, waiting, host keys from the console
 ``offerings``      the catalogue's Alibaba entries merged with DescribeInstanceTypes; billing constraints
+``pricing``        DescribePrice (CNY, pay-as-you-go hourly, a prepaid month / 730 h) for ``catalogue refresh``
 =================  ===========================================================================================
 """
 
