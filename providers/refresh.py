@@ -7,8 +7,9 @@ Offerings are never removed or changed; an offering the API did not price is rep
 A refresh list is dropped only when a newer refresh prices everything it priced. The result is checked before
 it is written: every offering still listed, every price point still priced.
 
-Price sources are per provider (:data:`PRICE_SOURCES`); AWS's is the Price List query API. Alibaba
-(DescribePrice) and Huawei (price inquiry) are left to their drivers: add a source here when they land.
+Price sources are per provider (:data:`PRICE_SOURCES`): AWS's is the Price List query API, Huawei's the BSS
+price inquiry (on-demand BMS flavor prices in CNY). Alibaba (DescribePrice) is left to its driver: add a source
+here when it lands.
 """
 
 from __future__ import annotations
@@ -54,8 +55,23 @@ def _aws_source() -> PriceSource:
     return PriceSource("USD", SOURCE, _aws)
 
 
-#: provider -> its pricing API. Alibaba DescribePrice and Huawei's price inquiry: not yet (see the module doc).
-PRICE_SOURCES: dict[str, Callable[[], PriceSource]] = {"aws": _aws_source}
+def _huawei(endpoint_url: str | None) -> PriceFetch:
+    from .huawei.pricing import HuaweiPriceInquiry
+
+    return HuaweiPriceInquiry(endpoint=endpoint_url).prices
+
+
+def _huawei_source() -> PriceSource:
+    from .huawei.pricing import SOURCE
+
+    return PriceSource("CNY", SOURCE, _huawei)
+
+
+#: provider -> its pricing API. Alibaba DescribePrice: not yet (see the module doc).
+PRICE_SOURCES: dict[str, Callable[[], PriceSource]] = {
+    "aws": _aws_source,
+    "huawei": _huawei_source,
+}
 
 
 @dataclass(frozen=True)
