@@ -134,9 +134,13 @@ def test_bad_credentials_are_an_auth_error_and_not_retried(bss: HuaweiEmulator,
 
 
 def test_the_emulator_answers_in_the_sdk_response_shape(bss: HuaweiEmulator) -> None:
-    from huaweicloudsdkbss.v2 import DemandProductRatingResult, ListOnDemandResourceRatingsResponse
-
-    from huaweicloudsdkbss.v2 import DemandProductInfo, ListOnDemandResourceRatingsRequest, RateOnDemandReq
+    from huaweicloudsdkbss.v2 import (
+        DemandProductInfo,
+        DemandProductRatingResult,
+        ListOnDemandResourceRatingsRequest,
+        ListOnDemandResourceRatingsResponse,
+        RateOnDemandReq,
+    )
 
     client = inquiry(bss)._bss()
 

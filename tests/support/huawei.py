@@ -85,8 +85,8 @@ from metalfleet.testing.kit import (
     server_parser,
 )
 
-__all__ = ["DOMAIN_ID", "FLAVORS", "PRICES", "PROJECT_ID", "REGION", "TEST_AK", "TEST_SK", "WORLD", "ZONES", "HuaweiEmulator",
-           "canonical_request", "signature"]
+__all__ = ["DOMAIN_ID", "FLAVORS", "PRICES", "PROJECT_ID", "REGION", "TEST_AK", "TEST_SK", "WORLD", "ZONES",
+           "HuaweiEmulator", "canonical_request", "signature"]
 
 #: The test credentials and project (the project id is the one in the SDK wire captures).
 TEST_AK = "HWAKTEST"
