@@ -8,8 +8,8 @@ A refresh list is dropped only when a newer refresh prices everything it priced.
 it is written: every offering still listed, every price point still priced.
 
 Price sources are per provider (:data:`PRICE_SOURCES`): AWS's is the Price List query API (USD), Alibaba's ECS
-DescribePrice (CNY; pay-as-you-go hourly and a prepaid month over 730 h). Huawei (price inquiry) is left to its
-driver: add a source here when it lands.
+DescribePrice (CNY; pay-as-you-go hourly and a prepaid month over 730 h), Huawei's the BSS price inquiry
+(on-demand BMS flavor prices in CNY; the prepaid period inquiry is not asked yet).
 """
 
 from __future__ import annotations
@@ -67,8 +67,24 @@ def _alibaba_source() -> PriceSource:
     return PriceSource(CURRENCY, SOURCE, _alibaba)
 
 
-#: provider -> its pricing API. Huawei's price inquiry: not yet (see the module doc).
-PRICE_SOURCES: dict[str, Callable[[], PriceSource]] = {"aws": _aws_source, "alibaba": _alibaba_source}
+def _huawei(endpoint_url: str | None) -> PriceFetch:
+    from .huawei.pricing import HuaweiPriceInquiry
+
+    return HuaweiPriceInquiry(endpoint=endpoint_url).prices
+
+
+def _huawei_source() -> PriceSource:
+    from .huawei.pricing import SOURCE
+
+    return PriceSource("CNY", SOURCE, _huawei)
+
+
+#: provider -> its pricing API.
+PRICE_SOURCES: dict[str, Callable[[], PriceSource]] = {
+    "aws": _aws_source,
+    "alibaba": _alibaba_source,
+    "huawei": _huawei_source,
+}
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ PROVIDER = "huawei"
 
 #: API gateway (https://support.huaweicloud.com/intl/en-us/devg-apisign/api-sign-errorcode.html): bad signature
 #: or credentials (0301), a user or app the API is not open to (0302, 0303); BMS: role check failed (0004), no
-#: permission or balance (0005).
-AUTH = frozenset({"APIGW.0301", "APIGW.0302", "APIGW.0303", "BMS.0004", "BMS.0005"})
+#: permission or balance (0005); BSS (the price inquiry): access denied (CBC.0151).
+AUTH = frozenset({"APIGW.0301", "APIGW.0302", "APIGW.0303", "BMS.0004", "BMS.0005", "CBC.0151"})
 #: API gateway flow control (HTTP 429).
 THROTTLE = frozenset({"APIGW.0308"})
 #: The service is not available (yet) in the region: retried like a 5xx.

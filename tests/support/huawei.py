@@ -42,6 +42,14 @@ What it does as the service does:
     sold-out refusal, lost responses a 500 after the work was done) and control endpoint, plus ``fail_jobs``
     (a message): create jobs taken from then on FAIL when they end (``BMS.0006`` and that reason, per sub-job too)
     and their servers go to ERROR with it as their ``fault``.
+(g) The BSS price inquiry (``POST /v2/bills/ratings/on-demand-resources``, ListOnDemandResourceRatings; a
+    global API: no project in the path, the request signed with ``X-Domain-Id`` :data:`DOMAIN_ID`, the body naming
+    project :data:`PROJECT_ID`). It answers from :data:`PRICES`, the emulator's own price table (made-up CNY
+    figures per region and flavor, never copied from the catalogue; ``POST /_metalfleet/prices`` sets one, a
+    null price removes it), as ``amount`` / ``official_website_amount`` per product (``measure_id`` 1, yuan),
+    for ``hws.service.type.bms`` / ``hws.resource.type.bms`` used by the hour (``usage_measure_id`` 4). A flavor
+    the table does not price is refused as BSS refuses it: 400 ``CBC.99006006`` ("the product you inquired
+    about cannot be found"); a malformed inquiry is ``CBC.0100`` (parameter error).
 (f) Simulated hosts (``--sim-hosts``; needs root): a VM-mode host per server, for its flavor (Ascend flavors get
     the ``ascend-910b`` host, whose npu-smi / hccn_tool answer from its simulated hardware), whose ``ubuntu``
     login takes the server's key pair; the server's fixed IP is the host's address.
@@ -77,14 +85,16 @@ from metalfleet.testing.kit import (
     server_parser,
 )
 
-__all__ = ["FLAVORS", "PROJECT_ID", "REGION", "TEST_AK", "TEST_SK", "WORLD", "ZONES", "HuaweiEmulator",
-           "canonical_request", "signature"]
+__all__ = ["DOMAIN_ID", "FLAVORS", "PRICES", "PROJECT_ID", "REGION", "TEST_AK", "TEST_SK", "WORLD", "ZONES",
+           "HuaweiEmulator", "canonical_request", "signature"]
 
 #: The test credentials and project (the project id is the one in the SDK wire captures).
 TEST_AK = "HWAKTEST"
 TEST_SK = "HWSKTEST-metalfleet-emulator"
 PROJECT_ID = "0123456789abcdef0123456789abcdef"
 REGION = "cn-southwest-2"
+#: The account (domain) id the BSS price inquiry is signed for (GlobalCredentials' ``X-Domain-Id``).
+DOMAIN_ID = "fedcba9876543210fedcba9876543210"
 ZONES = ("cn-southwest-2a", "cn-southwest-2b")
 #: What the account already has: a VPC with one subnet, a security group, a BMS image, a KMS key.
 WORLD = {
@@ -98,6 +108,12 @@ WORLD = {
 #: for this flavor); the API lists no accelerator for it.
 FLAVORS: dict[str, dict[str, Any]] = {
     "physical.kat2e.48xlarge.8.313t": {"vcpus": "192", "ram": 1572864, "disk": "0", "cpu_arch": "aarch64"},
+}
+#: The emulator's own BSS price table: (region, flavor) -> on-demand CNY per hour (made-up figures, chosen to
+#: differ from anything the catalogue ships, so a refreshed price can only have come through the API).
+PRICES: dict[tuple[str, str], float] = {
+    (REGION, "physical.kat2e.48xlarge.8.313t"): 271.35,
+    ("cn-north-4", "physical.kat2e.48xlarge.8.313t"): 268.8,
 }
 SKEW_SECONDS = 15 * 60
 _DATE = "%Y%m%dT%H%M%SZ"
@@ -120,6 +136,10 @@ class HuaweiEmulator(EmulatorClient):
 
     def set_timing(self, job_seconds: float) -> None:
         self.control("POST", "timing", {"job_seconds": job_seconds})
+
+    def set_price(self, region: str, flavor: str, hourly: float | None) -> None:
+        """Set (or, with None, remove) the BSS on-demand price of ``flavor`` in ``region`` (CNY per hour)."""
+        self.control("POST", "prices", {"region": region, "flavor": flavor, "hourly": hourly})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,6 +225,7 @@ class State:
         self.keypairs: dict[str, str] = {"metalfleet-test": ""}
         self.job_seconds = 0.2
         self.ips = 10
+        self.prices: dict[tuple[str, str], float] = dict(PRICES)
 
 
 STATE = State()
@@ -227,10 +248,18 @@ class Refusal(Exception):
 
 
 _PREFIX = re.compile(r"^/v1/([^/]+)/(.*)$")
+#: The BSS price inquiry's path (global: no project in it).
+RATINGS = "/v2/bills/ratings/on-demand-resources"
 
 
 def identify(environ: dict[str, Any], body: bytes) -> tuple[str, dict[str, Any]] | None:
     """The BMS action a REST call is (by method and path) and its parameters to log."""
+    if environ.get("PATH_INFO", "").rstrip("/") == RATINGS:
+        try:
+            doc = json.loads(body) if body else {}
+        except ValueError:
+            doc = {}
+        return ("ListOnDemandResourceRatings", {"body": doc if isinstance(doc, dict) else {}})
     match = _PREFIX.match(environ.get("PATH_INFO", ""))
     if not match:
         return None
@@ -323,6 +352,39 @@ def _flavor_record(name: str) -> dict[str, Any]:
                                "baremetal:extBootType": "Volume", "capabilities:board_type": "dl",
                                "baremetal:net_num": "2", "cond:operation:status": "normal",
                                "cond:operation:az": az}}
+
+
+def _rate(doc: dict[str, Any]) -> dict[str, Any]:
+    """ListOnDemandResourceRatings from STATE.prices (called with LOCK held)."""
+    if doc.get("project_id") != PROJECT_ID:
+        raise Refusal("CBC.0100", f"Invalid parameter: project_id {doc.get('project_id')!r} does not exist.")
+    infos = doc.get("product_infos")
+    if not isinstance(infos, list) or not infos:
+        raise Refusal("CBC.0100", "Invalid parameter: product_infos is empty.")
+    results = []
+    total = 0.0
+    for info in infos:
+        if not isinstance(info, dict) or not info.get("id"):
+            raise Refusal("CBC.0100", "Invalid parameter: product_infos[].id is required.")
+        if (info.get("cloud_service_type"), info.get("resource_type")) != ("hws.service.type.bms",
+                                                                            "hws.resource.type.bms"):
+            raise Refusal("CBC.99006006", "The product you inquired about cannot be found: "
+                                          f"{info.get('cloud_service_type')}/{info.get('resource_type')}.")
+        if info.get("usage_factor") != "Duration" or info.get("usage_measure_id") != 4:
+            raise Refusal("CBC.0100", "Invalid parameter: usage_factor must be Duration and usage_measure_id 4 "
+                                      "(hour) for hws.resource.type.bms.")
+        hourly = STATE.prices.get((str(info.get("region")), str(info.get("resource_spec"))))
+        if hourly is None:
+            raise Refusal("CBC.99006006", "The product you inquired about cannot be found: "
+                                          f"{info.get('resource_spec')} in {info.get('region')}.")
+        amount = round(hourly * float(info.get("usage_value") or 0) * int(info.get("subscription_num") or 1), 6)
+        total += amount
+        results.append({"id": info["id"], "product_id": "OFFI" + hashlib.sha256(
+            f"{info.get('region')}/{info.get('resource_spec')}".encode()).hexdigest()[:24].upper(),
+            "amount": amount, "discount_amount": 0, "official_website_amount": amount, "measure_id": 1,
+            "discount_rating_results": []})
+    return {"amount": round(total, 6), "discount_amount": 0, "official_website_amount": round(total, 6),
+            "measure_id": 1, "currency": "CNY", "product_rating_results": results}
 
 
 def _visible(server: dict[str, Any]) -> dict[str, Any]:
@@ -484,6 +546,22 @@ def api(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
         why = check_signature(environ, body, CLOCK.now())
         if why:
             raise Refusal("APIGW.0301", f"Incorrect IAM authentication information: {why}", 401)
+        if path.rstrip("/") == RATINGS:
+            if method != "POST":
+                raise Refusal("APIGW.0101", "The API does not exist or has not been published in the environment",
+                              404)
+            if environ.get("HTTP_X_DOMAIN_ID") != DOMAIN_ID:
+                raise Refusal("APIGW.0301", "Incorrect IAM authentication information: domain mismatch", 401)
+            try:
+                rating = json.loads(body) if body else {}
+            except ValueError as exc:
+                raise Refusal("CBC.0100", f"Invalid parameter: {exc}.") from None
+            with LOCK:
+                payload = _rate(rating if isinstance(rating, dict) else {})
+            out = json.dumps(payload).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(out))),
+                                      ("X-Request-Id", uuid.uuid4().hex)])
+            return [out]
         match = _PREFIX.match(path)
         if not match:
             raise Refusal("APIGW.0101", "The API does not exist or has not been published in the environment", 404)
@@ -567,6 +645,16 @@ def _set_timing(raw: dict[str, Any], _q: dict[str, str]) -> Any:
     return {"ok": True}
 
 
+def _set_price(raw: dict[str, Any], _q: dict[str, str]) -> Any:
+    key = (str(raw["region"]), str(raw["flavor"]))
+    with LOCK:
+        if raw.get("hourly") is None:
+            STATE.prices.pop(key, None)
+        else:
+            STATE.prices[key] = float(raw["hourly"])
+    return {"ok": True}
+
+
 def _reset_state() -> None:
     global STATE
     with LOCK:
@@ -577,7 +665,8 @@ def build_app() -> FaultMiddleware:
     return FaultMiddleware(api, switch=SWITCH, error_body=_error, identify=identify, clock=CLOCK, sim_hosts=SIM,
                            reset_state=_reset_state,
                            controls={("POST", "stock"): _set_stock, ("POST", "quota"): _set_quota,
-                                     ("POST", "keypairs"): _add_keypair, ("POST", "timing"): _set_timing})
+                                     ("POST", "keypairs"): _add_keypair, ("POST", "timing"): _set_timing,
+                                     ("POST", "prices"): _set_price})
 
 
 def main(argv: list[str] | None = None) -> int:
