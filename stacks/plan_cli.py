@@ -126,7 +126,8 @@ def add_cli_commands(sub: Any) -> None:
     c = sub.add_parser("catalogue", help="the offering catalogue")
     csub = c.add_subparsers(dest="catalogue_command", required=True)
     r = csub.add_parser("refresh", help="update catalogue prices from the providers' pricing APIs (AWS Price List "
-                                        "query API, Alibaba ECS DescribePrice, Huawei BSS price inquiry); never drops an offering")
+                                        "query API, Alibaba ECS DescribePrice, Huawei BSS price inquiry); never "
+                                        "drops an offering")
     from metalfleet.providers.refresh import PRICE_SOURCES
 
     r.add_argument("--provider", action="append", choices=sorted(PRICE_SOURCES),
