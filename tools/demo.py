@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,34 @@ def leftovers(ec2: Ec2Emulator, cluster: str) -> dict[str, int]:
             "placement group(s)": len(client.describe_placement_groups(Filters=mine)["PlacementGroups"])}
 
 
+def order_then_stack(example: str, spec: Path, work: Path, env: dict[str, str],
+                     leftovers: Callable[[], dict[str, int]]) -> int:
+    """Order ``spec`` (a copy of ``example``) directly through the driver and release it, then the same cluster
+    as a Pulumi stack: up (order, bootstrap, gate), its acceptance, destroy. 1 when ``leftovers()`` (what the
+    cloud still holds for the cluster, by kind) is not empty after the release or the destroy; 0 otherwise."""
+    banner(f"order {example} directly through the driver")
+    run("order", str(spec), env=env)
+    run("release", str(spec), env=env)
+    left = {k: v for k, v in leftovers().items() if v}
+    if left:
+        print(f"release left behind: {left}", file=sys.stderr)
+        return 1
+
+    banner("the same cluster as a Pulumi stack (real engine, local file backend): order, bootstrap, gate")
+    backend = f"file://{work / 'state'}"
+    outputs = run_json("up", str(spec), "--backend", backend, "--json", env=env)["outputs"]
+    banner("acceptance (stack output `acceptance`)")
+    print(outputs["acceptance"])
+    print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}", flush=True)
+
+    run("destroy", str(spec), "--backend", backend, env=env)
+    left = {k: v for k, v in leftovers().items() if v}
+    if left:
+        print(f"destroy left behind: {left}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main() -> int:
     if "--provider" in sys.argv[1:]:  # make demo PROVIDER=...; aws (the default) is this file's flow
         provider = sys.argv[sys.argv.index("--provider") + 1] if sys.argv[-1] != "--provider" else ""
@@ -152,25 +181,7 @@ def main() -> int:
         run("offerings", "--provider", "aws", "--region", "us-east-1", "--orderable", env=env)
         run("offerings", "--provider", "aws", "--region", "us-east-1", "--live", env=env)
 
-        banner("order examples/aws-p5/cluster.yaml directly through the driver")
-        run("order", str(spec), env=env)
-        run("release", str(spec), env=env)
-        left = {k: v for k, v in leftovers(ec2, "llm-p5").items() if v}
-        if left:
-            print(f"release left behind: {left}", file=sys.stderr)
-            return 1
-
-        banner("the same cluster as a Pulumi stack (real engine, local file backend): order, bootstrap, gate")
-        backend = f"file://{work / 'state'}"
-        outputs = run_json("up", str(spec), "--backend", backend, "--json", env=env)["outputs"]
-        banner("acceptance (stack output `acceptance`)")
-        print(outputs["acceptance"])
-        print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}", flush=True)
-
-        run("destroy", str(spec), "--backend", backend, env=env)
-        left = {k: v for k, v in leftovers(ec2, "llm-p5").items() if v}
-        if left:
-            print(f"destroy left behind: {left}", file=sys.stderr)
+        if order_then_stack("examples/aws-p5/cluster.yaml", spec, work, env, lambda: leftovers(ec2, "llm-p5")):
             return 1
         banner("done: no instance, simulated host, security group or placement group left; emulator stopped")
     return 0

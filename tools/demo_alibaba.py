@@ -33,7 +33,7 @@ from metalfleet.testing.ec2 import start_ec2_emulator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from demo import CONTROLLER_CIDR, banner, run, run_json  # noqa: E402  (tools/demo.py, beside this file)
+from demo import CONTROLLER_CIDR, banner, order_then_stack, run  # noqa: E402  (tools/demo.py, beside this file)
 
 EXAMPLE = ROOT / "examples" / "alibaba-ebm"
 CLUSTER = "llm-h20"
@@ -101,25 +101,7 @@ def main() -> int:
         banner("GPU offerings, AWS and Alibaba side by side (DescribeInstanceTypes + the catalogue)")
         run("offerings", "--provider", "aws", "--provider", "alibaba", env=env)
 
-        banner("order examples/alibaba-ebm/cluster.yaml directly through the driver")
-        run("order", str(spec), env=env)
-        run("release", str(spec), env=env)
-        left = {k: v for k, v in leftovers(ecs).items() if v}
-        if left:
-            print(f"release left behind: {left}", file=sys.stderr)
-            return 1
-
-        banner("the same cluster as a Pulumi stack (real engine, local file backend): order, bootstrap, gate")
-        backend = f"file://{work / 'state'}"
-        outputs = run_json("up", str(spec), "--backend", backend, "--json", env=env)["outputs"]
-        banner("acceptance (stack output `acceptance`)")
-        print(outputs["acceptance"])
-        print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}", flush=True)
-
-        run("destroy", str(spec), "--backend", backend, env=env)
-        left = {k: v for k, v in leftovers(ecs).items() if v}
-        if left:
-            print(f"destroy left behind: {left}", file=sys.stderr)
+        if order_then_stack("examples/alibaba-ebm/cluster.yaml", spec, work, env, lambda: leftovers(ecs)):
             return 1
         banner("done: no instance, simulated host, security group or deployment set left; emulators stopped")
     return 0
