@@ -12,15 +12,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
+import msgspec
+
 from .config import PolicyConfig, Suppression
 from .model import Location, Resource
 from .rules import RULES, Rule, RuleContext, ordered
 
-__all__ = ["Finding", "InputSummary", "Report", "SuppressionStatus", "evaluate"]
+__all__ = ["Finding", "InputSummary", "Report", "SuppressionStatus", "evaluate", "finding_order"]
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True, gc=False):
+    """One violation of one rule by one resource, as judged (a struct: a large plan makes tens of thousands)."""
+
     rule: Rule
     resource_name: str
     resource_type: str
@@ -148,6 +151,11 @@ def evaluate(resources: Sequence[Resource], config: PolicyConfig | None = None, 
     for i, s in enumerate(all_sups):
         status = statuses.get(i) or ("applied" if counts.get(id(s)) else "unused")
         report.suppressions.append(SuppressionStatus(s, status, counts.get(id(s), 0)))
-    report.findings.sort(key=lambda f: (f.level != "mandatory", f.location.file or "", f.location.line or 0,
-                                        f.rule.id, f.resource_name))
+    report.findings.sort(key=finding_order)
+    report.suppressed.sort(key=finding_order)
     return report
+
+
+def finding_order(f: Finding) -> tuple[bool, str, int, str, str]:
+    """How reports list findings: mandatory first, then by file and line, rule and resource."""
+    return f.level != "mandatory", f.location.file or "", f.location.line or 0, f.rule.id, f.resource_name

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
+
+import msgspec
 
 __all__ = [
     "UNKNOWN",
@@ -62,8 +63,7 @@ def is_known(value: object) -> bool:
     return value is not UNKNOWN
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
+class Location(msgspec.Struct, frozen=True, gc=False):
     """Where a resource or one of its values comes from.
 
     ``file`` with ``line``/``column`` (1-based) when the input has them (YAML specs and inventories, a
@@ -92,8 +92,7 @@ class Location:
 Kind = Literal["compute", "volume", "security_rule", "address", "storage", "bmc", "reservation"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Resource:
+class Resource(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What every resource view has.
 
     ``name``: how reports name it (spec name, Terraform address, Pulumi resource name); ``platform``:
@@ -109,8 +108,8 @@ class Resource:
     source: str
     type: str
     location: Location = Location()
-    locations: Mapping[str, Location] = field(default_factory=dict)
-    notes: Mapping[str, str] = field(default_factory=dict)
+    locations: Mapping[str, Location] = msgspec.field(default_factory=dict)
+    notes: Mapping[str, str] = msgspec.field(default_factory=dict)
 
     def where(self, attribute: str) -> Location:
         return self.locations.get(attribute, self.location)
@@ -120,8 +119,7 @@ class Resource:
         return f" ({text})" if text else ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ComputeNode(Resource):
+class ComputeNode(Resource, frozen=True, kw_only=True, gc=False):
     """A GPU node or group of identical nodes (a cluster spec's ``count``)."""
 
     kind: ClassVar[Kind] = "compute"
@@ -143,8 +141,7 @@ class ComputeNode(Resource):
     ssh_host_key_verification: Maybe[bool] | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Volume(Resource):
+class Volume(Resource, frozen=True, kw_only=True, gc=False):
     kind: ClassVar[Kind] = "volume"
     #: root, data, launch-template (a template's device) or standalone (a volume resource of its own).
     role: str = "standalone"
@@ -157,8 +154,7 @@ class Volume(Resource):
     attached_to: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SecurityRule(Resource):
+class SecurityRule(Resource, frozen=True, kw_only=True, gc=False):
     """One firewall rule (security group rule, an inline ingress block, or a spec's SSH CIDR)."""
 
     kind: ClassVar[Kind] = "security_rule"
@@ -174,16 +170,14 @@ class SecurityRule(Resource):
     ssh_port: int = 22
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Address(Resource):
+class Address(Resource, frozen=True, kw_only=True, gc=False):
     """A public (elastic) address; ``attached_to`` the compute resource it is bound to, if any."""
 
     kind: ClassVar[Kind] = "address"
     attached_to: Maybe[str | None] = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Storage(Resource):
+class Storage(Resource, frozen=True, kw_only=True, gc=False):
     """A bucket or a (parallel) file system a cluster uses."""
 
     kind: ClassVar[Kind] = "storage"
@@ -192,8 +186,7 @@ class Storage(Resource):
     encrypted: Maybe[bool] = UNKNOWN
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BmcEndpoint(Resource):
+class BmcEndpoint(Resource, frozen=True, kw_only=True, gc=False):
     """A server's baseboard management controller as a pool inventory names it."""
 
     kind: ClassVar[Kind] = "bmc"
@@ -208,8 +201,7 @@ class BmcEndpoint(Resource):
     verify_tls: Maybe[bool] | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Reservation(Resource):
+class Reservation(Resource, frozen=True, kw_only=True, gc=False):
     """A capacity reservation or block, with the date it ends (None: open-ended)."""
 
     kind: ClassVar[Kind] = "reservation"

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
+import msgspec
+
 from .model import (
     UNKNOWN,
     Address,
@@ -51,8 +53,7 @@ FRAMEWORKS: Mapping[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Violation:
+class Violation(msgspec.Struct, frozen=True, gc=False):
     """One thing wrong with one resource. ``unknown``: the deciding value is unknown, not known bad."""
 
     message: str
@@ -71,6 +72,8 @@ class Param:
 class RuleContext:
     params: Mapping[str, Any]
     today: date
+    #: What a check derives from its parameters once per run (compiled patterns), not once per resource.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
@@ -456,16 +459,19 @@ def _imds(n: ComputeNode, ctx: RuleContext) -> Iterator[Violation]:
 _DEFAULT_TAGS = {"owner": ".+", "cost-center": ".+"}
 
 
-_PATTERNS: dict[str, re.Pattern[str]] = {}
-
-
-def _tag_ok(value: str, allowed: Any) -> bool:
-    if isinstance(allowed, list | tuple):
-        return value in [str(a) for a in allowed]
-    pattern = _PATTERNS.get(allowed)
-    if pattern is None:
-        pattern = _PATTERNS[allowed] = re.compile(str(allowed))
-    return pattern.fullmatch(value) is not None
+def _tag_checks(ctx: RuleContext) -> list[tuple[str, Callable[[str], Any], str]]:
+    """Per required key: a test of its value (a list of allowed values or a regular expression that must match
+    the whole value) and how to show what is allowed; compiled once per run."""
+    found = ctx.memo.get("required")
+    if found is None:
+        found = ctx.memo["required"] = []
+        for key, allowed in dict(ctx["required"]).items():
+            if isinstance(allowed, list | tuple):
+                found.append((key, frozenset(str(a) for a in allowed).__contains__,
+                              ", ".join(str(a) for a in allowed)))
+            else:
+                found.append((key, re.compile(str(allowed)).fullmatch, str(allowed)))
+    return found
 
 
 @rule(id="MF-TAG-001", name="required-tags", title="Compliance tags are set on nodes and their volumes",
@@ -486,14 +492,14 @@ def _tags(r: ComputeNode | Volume, ctx: RuleContext) -> Iterator[Violation]:
     if r.tags is UNKNOWN:
         yield _unknown("the tags", r, "tags")
         return
-    required: Mapping[str, Any] = ctx["required"]
-    missing = [k for k in required if k not in r.tags]
+    tags = r.tags
+    checks = _tag_checks(ctx)
+    missing = [k for k, _, _ in checks if k not in tags]
     if missing:
         yield Violation(f"{r.name} lacks required tag(s) {', '.join(missing)}{r.note('tags')}", r.where("tags"))
-    for key, allowed in required.items():
-        if key in r.tags and not _tag_ok(str(r.tags[key]), allowed):
-            shown = allowed if isinstance(allowed, str) else ", ".join(str(a) for a in allowed)
-            yield Violation(f"{r.name}: tag {key}={r.tags[key]!r} is not allowed ({shown})", r.where("tags"))
+    for key, ok, shown in checks:
+        if key in tags and not ok(str(tags[key])):
+            yield Violation(f"{r.name}: tag {key}={tags[key]!r} is not allowed ({shown})", r.where("tags"))
 
 
 # ------------------------------------------------------------------------------------------ advisory

@@ -51,22 +51,25 @@ def snake_keys(value: Any, _in_map: bool = False) -> Any:
 def block(d: Any, *keys: str) -> Any:
     """A nested block: Terraform keeps blocks as lists of one object, Pulumi as the object. None if absent,
     UNKNOWN if unknown."""
+    if not isinstance(d, dict):
+        return None
     for key in keys:
-        if not isinstance(d, dict) or key not in d:
-            continue
-        v = d[key]
-        if v is UNKNOWN:
-            return UNKNOWN
-        if isinstance(v, list):
-            return v[0] if v else None
-        return v
+        if key in d:
+            v = d[key]
+            if v is UNKNOWN:
+                return UNKNOWN
+            if isinstance(v, list):
+                return v[0] if v else None
+            return v
     return None
 
 
 def blocks(d: Any, *keys: str) -> Any:
     """A repeated block as a list (either spelling: ``ebs_block_device`` / ``ebs_block_devices``)."""
+    if not isinstance(d, dict):
+        return []
     for key in keys:
-        if isinstance(d, dict) and key in d:
+        if key in d:
             v = d[key]
             if v is UNKNOWN:
                 return UNKNOWN
@@ -78,10 +81,12 @@ def blocks(d: Any, *keys: str) -> Any:
 
 def maybe_bool(v: Any) -> Maybe[bool] | None:
     """true/false (also Terraform's "true"/"false" strings in launch templates); None if absent."""
-    if isinstance(v, Unknown):
-        return Unknown.UNKNOWN
+    if v is True or v is False:
+        return v
     if v is None or v == "":
         return None
+    if isinstance(v, Unknown):
+        return Unknown.UNKNOWN
     if isinstance(v, bool):
         return bool(v)
     if isinstance(v, str) and v.lower() in ("true", "false"):
@@ -103,6 +108,8 @@ def maybe_int(v: Any) -> Maybe[int] | None:
 
 
 def maybe_str(v: Any) -> Maybe[str] | None:
+    if type(v) is str:
+        return v or None
     if isinstance(v, Unknown):
         return Unknown.UNKNOWN
     if v is None or v == "":

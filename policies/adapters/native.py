@@ -124,28 +124,40 @@ def _aws_volume_tags(p: dict[str, Any], dev: Any) -> Maybe[Mapping[str, str]]:
     shared = tags_of(p, "volume_tags")
     if own is UNKNOWN or shared is UNKNOWN:
         return UNKNOWN
+    if not own:
+        return shared  # the usual case: volume_tags only (views never change a tag map)
     return {**shared, **own}
 
 
+def _aws_public(p: dict[str, Any], c: Ctx) -> tuple[Maybe[bool], str]:
+    """Whether an instance gets a public IPv4 address, and the default that decided it when the plan does not."""
+    public = maybe_bool(p.get("associate_public_ip_address"))
+    if public is not None and public is not UNKNOWN:
+        return public, ""
+    if c.subnet_public is not None:
+        return c.subnet_public, "associate_public_ip_address unset: the subnet's map_public_ip_on_launch is " + (
+            "unknown" if c.subnet_public is UNKNOWN else str(c.subnet_public).lower())
+    if p.get("subnet_id") is None and not blocks(p, "network_interface", "network_interfaces"):
+        return True, "no subnet_id: the default VPC's default subnet assigns a public IPv4 address [Amazon VPC " \
+            "User Guide, default subnets]"
+    return UNKNOWN, note("aws_instance.associate_public_ip_address")
+
+
 def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    # The hot path of a large plan (one call per instance): the views are built field by field, without Ctx.base.
     itype = maybe_str(p.get("instance_type"))
     tokens = block(p, "metadata_options")
     imds, imds_note = _imds(tokens.get("http_tokens") if isinstance(tokens, dict) else tokens,
                             "aws_instance.metadata_options.http_tokens", c.assume.imds_tokens_required_by_default)
-    public = maybe_bool(p.get("associate_public_ip_address"))
-    public_note = ""
-    if public is None or public is UNKNOWN:
-        if c.subnet_public is not None:
-            public, public_note = c.subnet_public, "associate_public_ip_address unset: the subnet's " \
-                "map_public_ip_on_launch is " + ("unknown" if c.subnet_public is UNKNOWN else
-                                                  str(c.subnet_public).lower())
-        elif p.get("subnet_id") is None and not blocks(p, "network_interface", "network_interfaces"):
-            public, public_note = True, "no subnet_id: the default VPC's default subnet assigns a public IPv4 " \
-                "address [Amazon VPC User Guide, default subnets]"
-        else:
-            public, public_note = UNKNOWN, note("aws_instance.associate_public_ip_address")
+    public, public_note = _aws_public(p, c)
     cr = block(block(p, "capacity_reservation_specification"), "capacity_reservation_target")
-    node = ComputeNode(**c.base("aws", metadata_tokens_required=imds_note, public_ip=public_note),
+    notes = {}
+    if imds_note:
+        notes["metadata_tokens_required"] = imds_note
+    if public_note:
+        notes["public_ip"] = public_note
+    name, source, tf_type, location = c.name, c.source, c.tf_type, c.location
+    node = ComputeNode(name=name, platform="aws", source=source, type=tf_type, location=location, notes=notes,
                        instance_type=itype, gpu=gpu_type("aws", itype), public_ip=public, count=c.count,
                        metadata_tokens_required=imds, tags=tags_of(p, "tags_all", "tags"),
                        placement_group=_group(p.get("placement_group")),
@@ -153,16 +165,17 @@ def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
                        else (UNKNOWN if cr is UNKNOWN else None))
     out: list[Resource] = [node]
     root = block(p, "root_block_device")
-    from_template = block(p, "launch_template") not in (None, UNKNOWN) and root is None
-    if not from_template:
+    launch_template = block(p, "launch_template")
+    if root is not None or launch_template is None or launch_template is UNKNOWN:  # else the template's devices
         enc, why = _enc(root.get("encrypted") if isinstance(root, dict) else None,
                         "aws_instance.root_block_device.encrypted", c.assume.ebs_encryption_by_default)
         if root is UNKNOWN:
             enc, why = UNKNOWN, "root_block_device unknown at plan time"
         key = root.get("kms_key_id") if isinstance(root, dict) else None
-        out.append(Volume(**c.base("aws", f"{c.name} root volume", encrypted=why), role="root", encrypted=enc,
+        out.append(Volume(name=f"{name} root volume", platform="aws", source=source, type=tf_type, location=location,
+                          notes={"encrypted": why} if why else {}, role="root", encrypted=enc,
                           kms_key=maybe_str(key), provider_managed_key=_kms_managed(key),
-                          tags=_aws_volume_tags(p, root), attached_to=c.name))
+                          tags=_aws_volume_tags(p, root), attached_to=name))
     devices = blocks(p, "ebs_block_device", "ebs_block_devices")
     if devices is UNKNOWN:
         devices = []

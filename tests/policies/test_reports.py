@@ -191,7 +191,9 @@ def test_large_json_report_is_byte_identical_to_json_dumps(inputs: list[Path]) -
     """A report of 2,000 findings or more is written without building its dicts (report._json_compact); it must
     read exactly as json.dumps of the same document: suppressed findings, YAML lines and columns, absent
     locations, unknown values and non-ASCII text included."""
-    from dataclasses import replace
+    from dataclasses import replace as dc_replace
+
+    from msgspec.structs import replace
 
     from metalfleet.policies import parse_config
     from metalfleet.policies.cli import check_paths
@@ -207,7 +209,7 @@ def test_large_json_report_is_byte_identical_to_json_dumps(inputs: list[Path]) -
                   level="advisory")
     report.findings.append(odd)
     assert _json_compact(report) == json.dumps(_json_doc(report)) + "\n"
-    big = replace(report, findings=report.findings * (2000 // len(report.findings) + 1))
+    big = dc_replace(report, findings=report.findings * (2000 // len(report.findings) + 1))
     text = render_json(big)
     assert text == json.dumps(_json_doc(big)) + "\n"
     assert json.loads(text)["findings"][-1]["message"] == odd.message
