@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from datetime import date
@@ -23,9 +24,14 @@ __all__ = ["add_cli_commands", "check_paths", "cmd_policy_check", "spec_report_f
 
 
 def check_paths(paths: Sequence[str | Path], config: PolicyConfig | None = None, *,
-                tf_dir: str | Path | None = None, today: date | None = None) -> Report:
-    """Load every input (kind from its content) and judge all their resources together."""
+                tf_dir: str | Path | None = None, today: date | None = None, jobs: int = 1) -> Report:
+    """Load every input (kind from its content) and judge all their resources together. ``jobs`` > 1 divides a
+    single input among that many processes (:mod:`.fanout`; the report is the same)."""
     config = config or PolicyConfig()
+    if jobs > 1 and len(paths) == 1 and hasattr(os, "fork"):
+        from .fanout import check_divided
+
+        return check_divided(str(paths[0]), config, jobs, tf_dir=tf_dir, today=today)
     loaded: list[LoadedInput] = [load_input(p, config, tf_dir) for p in paths]
     resources = [r for li in loaded for r in li.resources]
     report = evaluate(resources, config, suppressions=[s for li in loaded for s in li.suppressions], today=today)
@@ -49,7 +55,12 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     # A run builds many small objects and frees none until it ends: the cyclic GC would only rescan them.
     gc.disable()
     config = load_config(args.config) if args.config else PolicyConfig()
-    report = check_paths(args.paths, config, tf_dir=args.tf_dir)
+    jobs = args.jobs
+    if jobs is None:
+        from .fanout import auto_jobs
+
+        jobs = auto_jobs(args.paths)
+    report = check_paths(args.paths, config, tf_dir=args.tf_dir, jobs=jobs)
     out = render(report, args.format)
     if args.output:
         Path(args.output).write_text(out, encoding="utf-8")
@@ -72,4 +83,17 @@ def add_cli_commands(sub: Any) -> None:
     c.add_argument("--config", metavar="policy.yaml", help="rule settings and suppressions")
     c.add_argument("--tf-dir", metavar="DIR", help="the Terraform configuration a plan was made from (default: the "
                                                    "plan's folder), for file and line locations and comments")
+    c.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                   help="processes to divide one large input among (default: one per 8 MiB of input, at most the "
+                        "CPUs available; 1: one process)")
     c.set_defaults(func=cmd_policy_check)
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs takes a whole number of processes, not {text!r}") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"--jobs must be between 1 and 64, not {n}")
+    return n

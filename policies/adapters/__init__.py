@@ -11,6 +11,7 @@ naming the file (the CLI exits 2 with that one line).
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,12 @@ from ..config import PolicyConfig, Suppression
 from ..model import Location, Resource
 from ..yamlpos import load_with_positions, suppression_comments
 from .common import Assumptions
-from .terraform import PlanError, _ResourceChange, decoded_plan_resources, plan_resources
+from .terraform import PlanError, PlanReader, _ResourceChange, read_plan
 
 # The Pulumi, cluster-spec and inventory adapters load with the first input of their kind (a Terraform plan, the
 # benchmark's case, needs none of them).
 
-__all__ = ["KINDS", "LoadedInput", "assumptions", "load_input", "spec_resources"]
+__all__ = ["KINDS", "LoadedInput", "OpenedInput", "assumptions", "load_input", "open_input", "spec_resources"]
 
 #: Large enough for a 10,000-instance Terraform plan (about 5 KB per instance).
 MAX_INPUT_BYTES = 512 * 1024 * 1024
@@ -83,20 +84,30 @@ class _PlanTop(msgspec.Struct):
 _PLAN_TOP = msgspec.json.Decoder(_PlanTop)
 
 
-def _read_bytes(path: str) -> bytes:
+#: Inputs this large are mapped rather than read: a plan of 10,000 instances is ~45 MiB, and copying it into
+#: fresh memory costs more (page faults, zeroing) than parsing it from the page cache.
+_MAP_FROM = 1 << 20
+
+
+def _read_bytes(path: str) -> bytes | mmap.mmap:
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > MAX_INPUT_BYTES:
                 raise BadFileError(f"policy input {path} is too large ({size} bytes; the limit is {MAX_INPUT_BYTES})",
                                    path=path)
+            if size >= _MAP_FROM:
+                try:
+                    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # not mappable (a pipe, a special file): read it
+                    pass
             return fh.read(MAX_INPUT_BYTES + 1)
     except OSError:
         read_text_file(path, "policy input")  # the same one-line message every command gives
         raise
 
 
-def _json_error(path: str, data: bytes, exc: Exception) -> BadFileError:
+def _json_error(path: str, data: bytes | mmap.mmap, exc: Exception) -> BadFileError:
     text = " ".join(str(exc).split())
     if b"\x00" in data[:65536]:
         nul = data.find(b"\x00")
@@ -126,9 +137,36 @@ def spec_resources(data: dict[str, Any], path: str, positions: Any) -> list[Reso
     return cluster_resources(dumped, where, "spec", "cluster spec")
 
 
-def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str | Path | None = None) -> \
-        LoadedInput:
-    """Read ``path``, detect its kind and return its resource views and in-file suppressions."""
+@dataclass
+class OpenedInput:
+    """An input read and told apart, with its suppressions; its views are built by :meth:`views`, so processes
+    that divide a large plan each build only their share (the plan's whole-plan facts are read once, here)."""
+
+    path: str
+    kind: str
+    suppressions: list[Suppression]
+    resources: list[Resource] | None = None
+    plan: PlanReader | None = None
+
+    def views(self, part: tuple[int, int] = (0, 1)) -> list[Resource]:
+        """The views of share i of n (``part``): a plan divides its resources; any other input is not divided
+        (share 0 has them all, the others none)."""
+        if self.plan is not None:
+            return self.plan.views(part)
+        return list(self.resources or ()) if part[0] == 0 else []
+
+
+def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str | Path | None = None,
+               part: tuple[int, int] = (0, 1)) -> LoadedInput:
+    """Read ``path``, detect its kind and return its resource views (share ``part``, see
+    :meth:`OpenedInput.views`) and in-file suppressions."""
+    opened = open_input(path, config, tf_dir)
+    return LoadedInput(opened.path, opened.kind, opened.views(part), opened.suppressions)
+
+
+def open_input(path: str | Path, config: PolicyConfig | None = None,
+               tf_dir: str | Path | None = None) -> OpenedInput:
+    """Read ``path`` and detect its kind; a plan's views are left to :meth:`OpenedInput.views`."""
     path = str(path)
     if os.path.isdir(path):
         raise BadFileError(f"cannot read policy input {path}: it is a directory, not a file", path=path)
@@ -146,8 +184,8 @@ def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str
             if fast is not None and fast.format_version is not msgspec.UNSET and (
                     fast.resource_changes is not msgspec.UNSET or fast.planned_values):
                 rcs = [] if fast.resource_changes is msgspec.UNSET else fast.resource_changes
-                result = decoded_plan_resources(rcs, fast.configuration, path, assume, tf_dir)
-                return LoadedInput(path, "terraform-plan", result.resources, result.suppressions)
+                reader = PlanReader(rcs, fast.configuration, path, assume, tf_dir)
+                return OpenedInput(path, "terraform-plan", reader.suppressions, plan=reader)
         except PlanError as exc:
             raise BadFileError(f"policy input {path}: {exc}", path=path) from None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -159,18 +197,18 @@ def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str
             raise _json_error(path, data, exc) from None
         try:
             if top.format_version and (top.resource_changes or top.planned_values):
-                result = plan_resources(data, path, assume, tf_dir)
-                return LoadedInput(path, "terraform-plan", result.resources, result.suppressions)
+                reader = read_plan(data, path, assume, tf_dir)
+                return OpenedInput(path, "terraform-plan", reader.suppressions, plan=reader)
             if top.deployment:
                 from .pulumi import resources_from_export
 
                 doc = msgspec.json.decode(data)
-                return LoadedInput(path, "pulumi-export", resources_from_export(doc, path, assume))
+                return OpenedInput(path, "pulumi-export", [], resources_from_export(doc, path, assume))
             if top.steps:
                 from .pulumi import resources_from_preview
 
                 doc = msgspec.json.decode(data)
-                return LoadedInput(path, "pulumi-preview", resources_from_preview(doc, path, assume))
+                return OpenedInput(path, "pulumi-preview", [], resources_from_preview(doc, path, assume))
         except PlanError as exc:
             raise BadFileError(f"policy input {path}: {exc}", path=path) from None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -182,11 +220,11 @@ def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str
     text = read_text_file(path, "policy input")
     doc, positions = load_with_positions(text, path, "policy input")
     if isinstance(doc, dict) and "provider" in doc:
-        return LoadedInput(path, "cluster-spec", spec_resources(doc, path, positions),
-                           _comment_suppressions(text, path))
+        return OpenedInput(path, "cluster-spec", _comment_suppressions(text, path),
+                           spec_resources(doc, path, positions))
     if is_pool_inventory(doc):
-        return LoadedInput(path, "pool-inventory", inventory_resources(doc, path, positions),
-                           _comment_suppressions(text, path))
+        return OpenedInput(path, "pool-inventory", _comment_suppressions(text, path),
+                           inventory_resources(doc, path, positions))
     shape = "a mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
     raise BadFileError(f"policy input {path} is YAML ({shape}) but neither a cluster spec (provider:) nor a pool "
                        "inventory (hosts: with bmc:); policy check reads " + ", ".join(KINDS.values()), path=path)

@@ -7,12 +7,14 @@ resources that the plan cannot resolve yet (an EIP bound to ``aws_instance.gpu``
 beside the plan (or in the folder ``--tf-dir`` names), each resource is located at its ``resource`` block, and
 ``# metalfleet:suppress`` comments in a block apply to it.
 
-The plan is decoded with msgspec against a schema that names only what is read, so a 10,000-instance plan
-is parsed in a fraction of a second without building ``planned_values`` or ``prior_state`` at all.
+The plan is decoded with msgspec against a schema that names only what is read (``planned_values`` and
+``prior_state`` are skipped, each change's ``after`` kept as raw bytes), then one change at a time is decoded,
+turned into views and dropped, so a 10,000-instance plan takes a fraction of a second and little memory.
 """
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from ..yamlpos import suppression_comments
 from .common import Assumptions, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
-__all__ = ["PlanError", "decoded_plan_resources", "is_plan", "plan_resources"]
+__all__ = ["PlanError", "PlanReader", "is_plan", "plan_resources", "read_plan"]
 
 
 class PlanError(ValueError):
@@ -68,13 +70,14 @@ _NESTED = (dict, list)
 
 
 def _overlay(after: Any, unknown: Any) -> Any:
-    """``after`` with every value ``after_unknown`` marks replaced by UNKNOWN."""
+    """``after`` with every value ``after_unknown`` marks replaced by UNKNOWN. ``after`` is changed in place: it
+    was just decoded for this one change and nothing else holds it."""
     if unknown is True:
         return UNKNOWN
-    if not unknown:  # {} / [] / false: nothing unknown below
+    if not unknown:  # None (pruned) / {} / [] / false: nothing unknown below
         return after
     if isinstance(unknown, dict):
-        out = dict(after) if isinstance(after, dict) else {}
+        out = after if isinstance(after, dict) else {}
         for k, u in unknown.items():
             if u is True:
                 out[k] = UNKNOWN
@@ -82,7 +85,7 @@ def _overlay(after: Any, unknown: Any) -> Any:
                 out[k] = _overlay(out.get(k), u)
         return out
     if isinstance(unknown, list):
-        items = list(after) if isinstance(after, list) else []
+        items = after if isinstance(after, list) else []
         for i, u in enumerate(unknown):
             if i < len(items):
                 if u:  # {} / [] / false leave the item as it is
@@ -204,47 +207,54 @@ def _tf_blocks(folder: Path) -> tuple[dict[str, _Block], list[tuple[str, Suppres
 # ------------------------------------------------------------------------------------------ the plan
 
 
-_DECODERS: dict[str, tuple[msgspec.json.Decoder[Any], tuple[str, ...]]] = {}
+_JSON = msgspec.json.Decoder()
 
 
-def _decoder(tf_type: str) -> tuple[msgspec.json.Decoder[Any], tuple[str, ...]]:
-    """A decoder that builds only the attributes the type's builder reads (:data:`.native.FIELDS`)."""
-    found = _DECODERS.get(tf_type)
-    if found is None:
-        names = FIELDS[tf_type]
-        struct = msgspec.defstruct(f"Plan_{tf_type}", [(n, Any, msgspec.UNSET) for n in names])
-        found = _DECODERS[tf_type] = (msgspec.json.Decoder(struct), names)
-    return found
+def _decode_after(raw: msgspec.Raw) -> dict[str, Any]:
+    """One change's ``after`` as a dict (every attribute: a plan lists its schema's attributes; the builders read
+    a few, and decoding all of them generically costs less than skipping the rest)."""
+    value = _JSON.decode(raw)
+    return value if isinstance(value, dict) else {}
 
 
-_ASTUPLE = msgspec.structs.astuple
-_UNSET = msgspec.UNSET
+def _prune(unknown: Any) -> Any:
+    """An ``after_unknown`` value without the entries that mark nothing unknown ({}, [], [{}], false); None when
+    nothing is left. The overlay then touches only what is unknown."""
+    if unknown is True:
+        return True
+    if isinstance(unknown, dict):
+        kept = {k: p for k, v in unknown.items() if (p := _prune(v)) is not None}
+        return kept or None
+    if isinstance(unknown, list):
+        items = [_prune(v) for v in unknown]
+        return items if any(i is not None for i in items) else None
+    return None
 
 
-def _decode(raw: msgspec.Raw, tf_type: str) -> dict[str, Any]:
-    decoder, names = _decoder(tf_type)
-    first = bytes(memoryview(raw)[:1])
-    if first == b"t":  # after_unknown: true, the whole object known only after apply
-        return dict.fromkeys(names, True)
-    if first != b"{":
-        return {}
-    values = _ASTUPLE(decoder.decode(raw))
-    if _UNSET not in values:  # a plan lists every attribute of its schema: the usual case
-        return dict(zip(names, values, strict=True))
-    return {n: v for n, v in zip(names, values, strict=True) if v is not _UNSET}
-
-
-def _props(rc: _ResourceChange, unknowns: dict[tuple[str, bytes], dict[str, Any]]) -> dict[str, Any]:
-    """The planned attributes of one change that its builder reads, unknown values as UNKNOWN.
-
-    ``unknowns`` caches decoded ``after_unknown`` objects by their text: the instances of one ``count`` block
-    share one (it is only read, never changed)."""
+def _unknown_for(rc: _ResourceChange, unknowns: dict[tuple[str, bytes], Any]) -> Any:
+    """The change's ``after_unknown``, decoded and pruned once per distinct text and type (the instances of one
+    ``count`` block share one), limited to the attributes the type's builder reads (:data:`.native.FIELDS`)."""
     assert rc.change is not None
-    after = _decode(rc.change.after, rc.type)
     key = (rc.type, bytes(rc.change.after_unknown))
-    unknown = unknowns.get(key)
-    if unknown is None:
-        unknown = unknowns[key] = _decode(rc.change.after_unknown, rc.type)
+    if key in unknowns:
+        return unknowns[key]
+    names = FIELDS.get(rc.type, ())
+    value = _JSON.decode(rc.change.after_unknown)
+    if value is True:  # the whole object known only after apply
+        pruned: Any = dict.fromkeys(names, True)
+    elif isinstance(value, dict):
+        pruned = _prune({k: v for k, v in value.items() if k in names})
+    else:
+        pruned = None
+    unknowns[key] = pruned
+    return pruned
+
+
+def _props(rc: _ResourceChange, unknowns: dict[tuple[str, bytes], Any]) -> dict[str, Any]:
+    """The planned attributes of one change, values known only after apply as UNKNOWN."""
+    assert rc.change is not None
+    after = _decode_after(rc.change.after)
+    unknown = _unknown_for(rc, unknowns)
     return _overlay(after, unknown) if unknown else after
 
 
@@ -254,76 +264,92 @@ class PlanResult:
     suppressions: list[Suppression]
 
 
-def plan_resources(data: bytes, file: str, assume: Assumptions, tf_dir: str | Path | None = None) -> PlanResult:
-    """Neutral views of every managed resource the plan leaves in place or creates."""
+def read_plan(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: str | Path | None = None) -> PlanReader:
+    """A plan decoded and its whole-plan facts read; :meth:`PlanReader.views` builds the views."""
     try:
         plan = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise PlanError(f"not a Terraform plan this tool can read: {exc}") from None
-    return decoded_plan_resources(plan.resource_changes, plan.configuration, file, assume, tf_dir)
+    return PlanReader(plan.resource_changes, plan.configuration, file, assume, tf_dir)
 
 
-def decoded_plan_resources(resource_changes: list[_ResourceChange], configuration: dict[str, Any] | None, file: str,
-                           assume: Assumptions, tf_dir: str | Path | None = None) -> PlanResult:
-    """:func:`plan_resources` of a plan already decoded (the input loader decodes the plan and tells its kind in
-    one pass)."""
-    config: dict[str, _ConfigResource] = {}
-    root_dir = Path(tf_dir) if tf_dir is not None else Path(file).resolve().parent
-    if isinstance(configuration, dict):
-        _walk_config(configuration.get("root_module") or {}, "", ".", config)
-    wanted = [rc for rc in resource_changes
-              if rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]
-              and (rc.type in NATIVE or rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet")]
-    unknowns: dict[tuple[str, bytes], dict[str, Any]] = {}
-    subnets: dict[str, Maybe[bool]] = {}
-    for rc in wanted:  # first pass: what changes the defaults of the rest
-        if rc.type in ACCOUNT_SETTINGS:
-            account_settings(rc.type, _props(rc, unknowns), assume)
-        elif rc.type == "aws_subnet":
-            v = maybe_bool(_props(rc, unknowns).get("map_public_ip_on_launch"))
-            subnets[_base(rc.address)] = False if v is None else v  # default false (aws_subnet docs)
-    blocks: dict[str, _Block] = {}
-    sups: list[Suppression] = []
-    dirs = {c.module_dir for c in config.values() if c.module_dir} | {"."}
-    block_sups: list[tuple[str, Suppression]] = []
-    for d in sorted(dirs):
-        found, found_sups = _tf_blocks(root_dir / d)
-        prefix = "" if d == "." else next((c.address.rsplit(".", 2)[0] + "." for c in config.values()
-                                           if c.module_dir == d), "")
-        blocks.update({f"{prefix}{k}": v for k, v in found.items()})
-        block_sups.extend((f"{prefix}{k}", s) for k, s in found_sups)
-    for owner, s in block_sups:
-        sups.append(dc_replace(s, resource=owner))
-    bases = [_base(rc.address) for rc in wanted]
-    counts: dict[str, int] = {}
-    for base in bases:
-        counts[base] = counts.get(base, 0) + 1
-    #: per configuration block: the resources its reference attributes point at, and its subnet's setting
-    links: dict[str, tuple[list[tuple[str, str]], Maybe[bool] | None]] = {}
-    out: list[Resource] = []
-    for rc, base in zip(wanted, bases, strict=True):  # second pass: one at a time: only the views stay in memory
-        if rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet":
-            continue
-        props = _props(rc, unknowns)
-        b = blocks.get(base)
-        loc = Location(b.file if b else file, b.line if b else None, 1 if b else None, rc.address)
-        subnet: Maybe[bool] | None = None
-        cfg = config.get(base)
-        if cfg is not None:
-            link = links.get(base)
-            if link is None:
-                targets = [(attr, target) for attr in ("instance", "instance_id", "network_interface")
-                           if (target := _target(cfg.references.get(attr, [])))]
-                sn = _target(cfg.references.get("subnet_id", []))
-                link = links[base] = (targets, subnets[_base(sn)] if sn is not None and _base(sn) in subnets
-                                      else None)
-            for attr, target in link[0]:
-                if props.get(attr) in (UNKNOWN, None, ""):
-                    props[attr] = target
-            subnet = link[1]
-        out.extend(native_resources(rc.type, props, rc.address, loc, "terraform", assume, subnet,
-                                    counts.get(base, 1)))
-    return PlanResult(out, sups)
+def plan_resources(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: str | Path | None = None,
+                   part: tuple[int, int] = (0, 1)) -> PlanResult:
+    """Neutral views of every managed resource the plan leaves in place or creates."""
+    reader = read_plan(data, file, assume, tf_dir)
+    return PlanResult(reader.views(part), reader.suppressions)
+
+
+class PlanReader:
+    """A decoded plan, read in two steps: what holds for the whole plan (account defaults and subnets it sets,
+    its configuration's references, the .tf blocks and their suppression comments) when made, then the views of
+    any share of its resources (:meth:`views`), one change at a time, so processes can divide a large plan."""
+
+    def __init__(self, resource_changes: list[_ResourceChange], configuration: dict[str, Any] | None, file: str,
+                 assume: Assumptions, tf_dir: str | Path | None = None) -> None:
+        self.file, self.assume = file, assume
+        self.config: dict[str, _ConfigResource] = {}
+        root_dir = Path(tf_dir) if tf_dir is not None else Path(file).resolve().parent
+        if isinstance(configuration, dict):
+            _walk_config(configuration.get("root_module") or {}, "", ".", self.config)
+        wanted = [rc for rc in resource_changes
+                  if rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]
+                  and (rc.type in NATIVE or rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet")]
+        self.unknowns: dict[tuple[str, bytes], Any] = {}
+        self.subnets: dict[str, Maybe[bool]] = {}
+        for rc in wanted:  # first pass: what changes the defaults of the rest
+            if rc.type in ACCOUNT_SETTINGS:
+                account_settings(rc.type, _props(rc, self.unknowns), assume)
+            elif rc.type == "aws_subnet":
+                v = maybe_bool(_props(rc, self.unknowns).get("map_public_ip_on_launch"))
+                self.subnets[_base(rc.address)] = False if v is None else v  # default false (aws_subnet docs)
+        self.blocks: dict[str, _Block] = {}
+        self.suppressions: list[Suppression] = []
+        dirs = {c.module_dir for c in self.config.values() if c.module_dir} | {"."}
+        block_sups: list[tuple[str, Suppression]] = []
+        for d in sorted(dirs):
+            found, found_sups = _tf_blocks(root_dir / d)
+            prefix = "" if d == "." else next((c.address.rsplit(".", 2)[0] + "." for c in self.config.values()
+                                               if c.module_dir == d), "")
+            self.blocks.update({f"{prefix}{k}": v for k, v in found.items()})
+            block_sups.extend((f"{prefix}{k}", s) for k, s in found_sups)
+        for owner, s in block_sups:
+            self.suppressions.append(dc_replace(s, resource=owner))
+        self.changes = [rc for rc in wanted if rc.type not in ACCOUNT_SETTINGS and rc.type != "aws_subnet"]
+        self.bases = [_base(rc.address) for rc in self.changes]
+        self.counts: dict[str, int] = {}
+        for base in self.bases:
+            self.counts[base] = self.counts.get(base, 0) + 1
+        #: per configuration block: the resources its reference attributes point at, and its subnet's setting
+        self.links: dict[str, tuple[list[tuple[str, str]], Maybe[bool] | None]] = {}
+
+    def views(self, part: tuple[int, int] = (0, 1)) -> list[Resource]:
+        """The views of the i-th of n equal runs of the plan's resources (``part`` (i, n); all by default)."""
+        index, parts = part
+        lo, hi = len(self.changes) * index // parts, len(self.changes) * (index + 1) // parts
+        file, blocks, config, links, counts = self.file, self.blocks, self.config, self.links, self.counts
+        out: list[Resource] = []
+        for rc, base in zip(self.changes[lo:hi], self.bases[lo:hi], strict=True):  # one at a time: only views stay
+            props = _props(rc, self.unknowns)
+            b = blocks.get(base)
+            loc = Location(b.file if b else file, b.line if b else None, 1 if b else None, rc.address)
+            subnet: Maybe[bool] | None = None
+            cfg = config.get(base)
+            if cfg is not None:
+                link = links.get(base)
+                if link is None:
+                    targets = [(attr, target) for attr in ("instance", "instance_id", "network_interface")
+                               if (target := _target(cfg.references.get(attr, [])))]
+                    sn = _target(cfg.references.get("subnet_id", []))
+                    link = links[base] = (targets, self.subnets[_base(sn)] if sn is not None and _base(sn) in
+                                          self.subnets else None)
+                for attr, target in link[0]:
+                    if props.get(attr) in (UNKNOWN, None, ""):
+                        props[attr] = target
+                subnet = link[1]
+            out.extend(native_resources(rc.type, props, rc.address, loc, "terraform", self.assume, subnet,
+                                        counts.get(base, 1)))
+        return out
 
 
 def iter_plan_types(data: bytes) -> Iterator[str]:  # used by tests to check the synthetic plans
