@@ -85,6 +85,30 @@ class Ctx:
                 "location": self.location, "notes": {k: v for k, v in notes.items() if v}}
 
 
+def _first(p: dict[str, Any], *keys: str) -> Any:
+    """The first of ``keys`` the input sets (not None or ""); UNKNOWN when the first one that may be set is known
+    only after apply; None when none is set. (``a or b`` would ask an unknown value for its truth.)"""
+    for key in keys:
+        v = p.get(key)
+        if v is UNKNOWN:
+            return UNKNOWN
+        if v is not None and v != "":
+            return v
+    return None
+
+
+def _label(value: Any, index: int) -> Any:
+    """A device's name for a view's name, or its index when it has none (or none known yet)."""
+    return value if value is not UNKNOWN and value else index
+
+
+def _unknown_disks(c: Ctx, platform: str, role: str, tags: Maybe[Mapping[str, str]] | None = None,
+                   attached_to: str | None = None) -> Volume:
+    """Data disks known only after apply: one view whose encryption is unknown (never fail open)."""
+    return Volume(**c.base(platform, f"{c.name} data disks", encrypted="data_disks unknown at plan time"), role=role,
+                  encrypted=UNKNOWN, kms_key=UNKNOWN, tags=tags, attached_to=attached_to)
+
+
 def _group(value: Any) -> Maybe[str]:
     """A placement group / deployment set name; "" for none."""
     return UNKNOWN if value is UNKNOWN else str(value or "")
@@ -177,14 +201,14 @@ def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
                           kms_key=maybe_str(key), provider_managed_key=_kms_managed(key),
                           tags=_aws_volume_tags(p, root), attached_to=name))
     devices = blocks(p, "ebs_block_device", "ebs_block_devices")
-    if devices is UNKNOWN:
+    if devices is UNKNOWN:  # Optional+Computed in the aws provider: unknown whenever the configuration sets none
         devices = []
     for i, dev in enumerate(devices):
         if not isinstance(dev, dict):
             continue
         enc, why = _enc(dev.get("encrypted"), "aws_instance.ebs_block_device.encrypted",
                         c.assume.ebs_encryption_by_default)
-        label = dev.get("device_name") or i
+        label = _label(dev.get("device_name"), i)
         out.append(Volume(**c.base("aws", f"{c.name} volume {label}", encrypted=why), role="data", encrypted=enc,
                           kms_key=maybe_str(dev.get("kms_key_id")), provider_managed_key=_kms_managed(
                               dev.get("kms_key_id")), tags=_aws_volume_tags(p, dev), attached_to=c.name))
@@ -198,10 +222,14 @@ def _aws_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
                             "aws_launch_template.metadata_options.http_tokens",
                             c.assume.imds_tokens_required_by_default)
     public: Maybe[bool] | None = None
-    for nic in blocks(p, "network_interfaces") or []:
+    nics = blocks(p, "network_interfaces")
+    if nics is UNKNOWN:
+        public = UNKNOWN  # the interfaces are known only after apply: so is their public address
+        nics = []
+    for nic in nics:
         v = maybe_bool(nic.get("associate_public_ip_address")) if isinstance(nic, dict) else None
         if v is not None:
-            public = v if public in (None, False) else public
+            public = v if public is None or public is False else public
     specs = blocks(p, "tag_specifications")
     inst_tags: dict[str, str] = {}
     vol_tags: dict[str, str] = {}
@@ -231,7 +259,7 @@ def _aws_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
         enc, why = _enc(raw, "aws_launch_template.block_device_mappings.ebs.encrypted",
                         c.assume.ebs_encryption_by_default)
         key = ebs.get("kms_key_id") if isinstance(ebs, dict) else None
-        out.append(Volume(**c.base("aws", f"{c.name} device {m.get('device_name') or i}", encrypted=why,
+        out.append(Volume(**c.base("aws", f"{c.name} device {_label(m.get('device_name'), i)}", encrypted=why,
                                    tags="volume tags from tag_specifications (resource_type volume)"),
                           role="launch-template", encrypted=enc, kms_key=maybe_str(key),
                           provider_managed_key=_kms_managed(key), tags=vol_tags))
@@ -307,7 +335,8 @@ def _aws_eip(p: dict[str, Any], c: Ctx) -> list[Resource]:
 
 
 def _aws_capacity_reservation(p: dict[str, Any], c: Ctx) -> list[Resource]:
-    kind = p.get("end_date_type") or "unlimited"
+    kind = _first(p, "end_date_type")
+    kind = "unlimited" if kind is None else kind
     end = p.get("end_date")
     ends: Maybe[date | None]
     if end is UNKNOWN or kind is UNKNOWN:
@@ -345,10 +374,13 @@ def _ali_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
                                         encrypted=enc, kms_key=maybe_str(p.get("system_disk_kms_key_id")),
                                         tags=vol_tags, attached_to=c.name)]
     disks = blocks(p, "data_disks")
-    for i, d in enumerate(disks if isinstance(disks, list) else []):
+    if disks is UNKNOWN:
+        out.append(_unknown_disks(c, "alibaba", "data", vol_tags, c.name))
+        disks = []
+    for i, d in enumerate(disks):
         if isinstance(d, dict):
             enc, why = _enc(d.get("encrypted"), "alicloud_instance.data_disks.encrypted", False)
-            out.append(Volume(**c.base("alibaba", f"{c.name} data disk {d.get('name') or i}", encrypted=why),
+            out.append(Volume(**c.base("alibaba", f"{c.name} data disk {_label(d.get('name'), i)}", encrypted=why),
                               role="data", encrypted=enc, kms_key=maybe_str(d.get("kms_key_id")), tags=vol_tags,
                               attached_to=c.name))
     return out
@@ -362,7 +394,11 @@ def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
                                        gpu=gpu_type("alibaba", itype), metadata_tokens_required=imds,
                                        public_ip=None if bw is None else (UNKNOWN if bw is UNKNOWN else bw > 0))]
     system = block(p, "system_disk")
-    for i, d in enumerate([system, *(blocks(p, "data_disks") or [])]):
+    disks = blocks(p, "data_disks")
+    if disks is UNKNOWN:
+        out.append(_unknown_disks(c, "alibaba", "launch-template"))
+        disks = []
+    for i, d in enumerate([system, *disks]):
         if not isinstance(d, dict):
             continue
         enc, why = _enc(d.get("encrypted"), "alicloud_instance.data_disks.encrypted", False)
@@ -402,7 +438,7 @@ def _ali_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
     sources: Any = [str(v) for k in ("cidr_ip", "ipv6_cidr_ip") if (v := p.get(k)) not in (None, "")]
     if any(p.get(k) is UNKNOWN for k in ("cidr_ip", "ipv6_cidr_ip")):
         sources = UNKNOWN
-    policy = p.get("policy") or "accept"
+    policy = _first(p, "policy")  # unknown: judged as accept
     notes = {"ports": note("alicloud_security_group_rule.port_range") if p.get("port_range") is None else ""}
     return [SecurityRule(**c.base("alibaba", **notes), protocol=proto, port_from=lo, port_to=hi,
                          sources=UNKNOWN if sources is UNKNOWN else tuple(sources),
@@ -415,7 +451,7 @@ def _ali_eip_association(p: dict[str, Any], c: Ctx) -> list[Resource]:
 
 def _unattached(platform: str) -> Builder:
     def build(p: dict[str, Any], c: Ctx) -> list[Resource]:
-        target = p.get("instance_id") or p.get("instance") or None
+        target = _first(p, "instance_id", "instance")
         return [Address(**c.base(platform), attached_to=_attached(target))]
 
     return build
@@ -443,7 +479,10 @@ def _hw_bms(p: dict[str, Any], c: Ctx) -> list[Resource]:
         out.append(Volume(**c.base("huawei", f"{c.name} system disk", encrypted=why), role="root", encrypted=False,
                           tags=None, attached_to=c.name))
     disks = blocks(p, "data_disks")
-    for i, _d in enumerate(disks if isinstance(disks, list) else []):
+    if disks is UNKNOWN:
+        out.append(_unknown_disks(c, "huawei", "data", None, c.name))
+        disks = []
+    for i, _d in enumerate(disks):
         out.append(Volume(**c.base("huawei", f"{c.name} data disk {i}", encrypted=why), role="data", encrypted=False,
                           tags=None, attached_to=c.name))
     return out
@@ -458,7 +497,7 @@ def _hw_kms(value: Any, key: str) -> tuple[Maybe[bool], Maybe[str | None], str]:
 
 
 def _hw_ecs(p: dict[str, Any], c: Ctx) -> list[Resource]:
-    flavor = maybe_str(p.get("flavor_id") or p.get("flavor_name"))
+    flavor = maybe_str(_first(p, "flavor_id", "flavor_name"))
     hints = block(p, "scheduler_hints")
     group = _group(hints.get("group")) if isinstance(hints, dict) else (UNKNOWN if hints is UNKNOWN else "")
     node = ComputeNode(**c.base("huawei", metadata_tokens_required=note(
@@ -469,7 +508,10 @@ def _hw_ecs(p: dict[str, Any], c: Ctx) -> list[Resource]:
     out: list[Resource] = [node, Volume(**c.base("huawei", f"{c.name} system disk", encrypted=why), role="root",
                                         encrypted=enc, kms_key=key, attached_to=c.name)]
     disks = blocks(p, "data_disks")
-    for i, d in enumerate(disks if isinstance(disks, list) else []):
+    if disks is UNKNOWN:
+        out.append(_unknown_disks(c, "huawei", "data", None, c.name))
+        disks = []
+    for i, d in enumerate(disks):
         if isinstance(d, dict):
             enc, key, why = _hw_kms(d.get("kms_key_id"), "huaweicloud_compute_instance.data_disks.kms_key_id")
             out.append(Volume(**c.base("huawei", f"{c.name} data disk {i}", encrypted=why), role="data",
@@ -519,9 +561,13 @@ def _hw_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
     elif p.get("remote_group_id") not in (None, "") or p.get("remote_address_group_id") not in (None, ""):
         sources = UNKNOWN if UNKNOWN in (p.get("remote_group_id"), p.get("remote_address_group_id")) else ()
     else:
-        sources = ("::/0",) if str(p.get("ethertype") or "IPv4").lower() == "ipv6" else ("0.0.0.0/0",)
+        ether = _first(p, "ethertype")
+        sources = ("0.0.0.0/0", "::/0") if ether is UNKNOWN else ("::/0",) if str(ether or "IPv4").lower() == "ipv6" \
+            else ("0.0.0.0/0",)
         notes["sources"] = note("huaweicloud_networking_secgroup_rule.remote_ip_prefix")
-    action: Literal["allow", "deny"] = "deny" if str(p.get("action") or "allow").lower() == "deny" else "allow"
+    act = _first(p, "action")  # unknown: judged as allow
+    action: Literal["allow", "deny"] = "deny" if act is not UNKNOWN and str(act or "allow").lower() == "deny" \
+        else "allow"
     out: list[Resource] = []
     for lo_, hi_ in ranges:
         name = c.name if len(ranges) == 1 else f"{c.name} ports {lo_}-{hi_}"
@@ -531,7 +577,7 @@ def _hw_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
 
 
 def _hw_eip_associate(p: dict[str, Any], c: Ctx) -> list[Resource]:
-    target = p.get("instance_id") or p.get("port_id") or p.get("fixed_ip")
+    target = _first(p, "instance_id", "port_id", "fixed_ip")
     return [Address(**c.base("huawei"), attached_to=_attached(target))]
 
 
@@ -566,15 +612,17 @@ NATIVE: Mapping[str, Builder] = {
 _AWS_RULE = ("protocol", "ip_protocol", "from_port", "to_port", "cidr_blocks", "ipv6_cidr_blocks", "cidr_ipv4",
              "cidr_ipv6")
 _HW_PUBLIC = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
-#: The attributes each builder reads (and the Terraform adapter's reference fields): a plan's values are decoded
-#: into just these, so a 10,000-instance plan never builds its other attributes. A builder that reads an
-#: attribute must list it here (tests/policies/test_rules_native.py runs every case through a plan).
+#: The attributes each builder reads (and the Terraform adapter's reference fields): a plan's after_unknown is cut
+#: down to these once per count block, so the overlay of 10,000 instances touches only what the rules can see. A
+#: builder that reads an attribute must list it here, or its unknown value would read as absent
+#: (tests/policies/test_rules_native.py checks every builder against this table).
 FIELDS: Mapping[str, tuple[str, ...]] = {
     "aws_instance": ("instance_type", "metadata_options", "associate_public_ip_address", "subnet_id",
                      "network_interface", "capacity_reservation_specification", "tags", "tags_all",
-                     "placement_group", "root_block_device", "launch_template", "ebs_block_device", "volume_tags"),
+                     "placement_group", "root_block_device", "launch_template", "ebs_block_device", "volume_tags",
+                     "ebs_block_devices", "network_interfaces"),
     "aws_launch_template": ("instance_type", "metadata_options", "network_interfaces", "tag_specifications",
-                            "block_device_mappings"),
+                            "block_device_mappings", "block_device_mapping"),
     "aws_ebs_volume": ("encrypted", "kms_key_id", "tags", "tags_all"),
     "aws_security_group": ("ingress",),
     "aws_security_group_rule": ("type", *_AWS_RULE),
@@ -612,7 +660,7 @@ def account_settings(tf_type: str, props: dict[str, Any], assume: Assumptions) -
     """Resources that turn on account-wide defaults (EBS encryption, IMDS tokens) in the same input."""
     if tf_type == "aws_ebs_encryption_by_default" and maybe_bool(props.get("enabled")) in (None, True):
         assume.ebs_encryption_by_default = True
-    if tf_type == "aws_ec2_instance_metadata_defaults" and str(props.get("http_tokens") or "") == "required":
+    if tf_type == "aws_ec2_instance_metadata_defaults" and props.get("http_tokens") == "required":
         assume.imds_tokens_required_by_default = True
 
 

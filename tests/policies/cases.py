@@ -83,10 +83,12 @@ def run_stack(rule_id: str, resources: list[tuple[str, Mapping[str, Any], str]],
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 #: Pulumi's plural names of Terraform's repeated blocks.
-_TF_NAMES = {"ebs_block_devices": "ebs_block_device", "network_interfaces": "network_interface"}
+#: Where pulumi-aws names a block in the plural and Terraform in the singular (aws_instance only: a launch template's
+#: blocks are plural in both).
+_TF_NAMES = {"aws_instance": {"ebs_block_devices": "ebs_block_device", "network_interfaces": "network_interface"}}
 
 
-def to_tf(value: Any, in_map: bool = False) -> Any:
+def to_tf(value: Any, in_map: bool = False, tf_type: str = "") -> Any:
     """Pulumi-style inputs (camelCase, nested objects) as Terraform plan values (snake_case, blocks as lists)."""
     if isinstance(value, dict):
         if in_map:
@@ -94,7 +96,7 @@ def to_tf(value: Any, in_map: bool = False) -> Any:
         out: dict[str, Any] = {}
         for k, v in value.items():
             key = _CAMEL.sub(r"_\1", k).lower()
-            key = _TF_NAMES.get(key, key)
+            key = _TF_NAMES.get(tf_type, {}).get(key, key)
             is_map = k in _MAPS
             conv = to_tf(v, is_map)
             if isinstance(v, dict) and not is_map:
@@ -134,7 +136,7 @@ def tf_plan(resources: list[tuple[str, str, Mapping[str, Any]]],
     for tf_type, name, props in resources:
         base = name.split("[")[0]
         index = int(name.split("[")[1].rstrip("]")) if "[" in name else None
-        after, unknown = _split_unknown(to_tf(dict(props)))
+        after, unknown = _split_unknown(to_tf(dict(props), tf_type=tf_type))
         address = f"{tf_type}.{name}"
         common = {"address": address, "mode": "managed", "type": tf_type, "name": base,
                   "provider_name": f"registry.terraform.io/hashicorp/{tf_type.split('_')[0]}"}

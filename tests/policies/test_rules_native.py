@@ -276,3 +276,65 @@ def test_non_gpu_nodes_may_be_public_but_unknown_types_may_not() -> None:
     mystery = _with(P5, instanceType="zz9.huge", associatePublicIpAddress=True)
     assert run_pack("MF-NET-001", AWS_INSTANCE, mystery)
     assert run_pack("MF-NET-001", AWS_INSTANCE, bastion, config={"gpu_only": False})
+
+
+class _Reads(dict[str, Any]):
+    """Props that remember which attributes a builder looked at (a plain dict to the builders)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+
+def test_a_plan_keeps_the_unknowns_of_every_attribute_a_builder_reads() -> None:
+    """A plan's after_unknown is cut down to native.FIELDS[type] once per count block. An attribute a builder reads
+    but FIELDS leaves out would lose its 'known after apply' and read as absent: a default where the rules must
+    see UNKNOWN (fail open). Every builder, on every case's props, on no props and on all-unknown props, reads only
+    attributes FIELDS names."""
+    from metalfleet.policies.adapters.common import Assumptions, snake_keys
+    from metalfleet.policies.adapters.native import FIELDS, NATIVE, native_resources
+    from metalfleet.policies.model import UNKNOWN, Location
+
+    missing: dict[str, set[str]] = {}
+    tried: dict[str, list[dict[str, Any]]] = {t: [{}] for t in NATIVE}
+    for case in CASES:
+        tried[TF_TYPES[case.type]] += [snake_keys(p) for p in (case.good, case.bad) if p is not None]
+    for tf_type, variants in tried.items():
+        assert tf_type in FIELDS, f"{tf_type} has a builder but no FIELDS entry"
+        variants.append(dict.fromkeys(FIELDS[tf_type], UNKNOWN))
+        for props in variants:
+            for assume in (Assumptions(), Assumptions(ebs_encryption_by_default=True,
+                                                      imds_tokens_required_by_default=True)):
+                seen = _Reads(props)
+                native_resources(tf_type, seen, "this", Location("plan.json"), "terraform", assume, None, 2)
+                if seen.read - set(FIELDS[tf_type]):
+                    missing.setdefault(tf_type, set()).update(seen.read - set(FIELDS[tf_type]))
+    assert missing == {}
+
+
+def test_collections_known_only_after_apply_are_unknown_not_a_crash(tmp_path: Path) -> None:
+    """A launch template whose network interfaces, and instances whose data disks, are known only after apply:
+    reported as unknown (a mandatory failure by default), never a traceback and never a pass."""
+    plan = write_plan(tmp_path / "plan.json", [
+        ("aws_launch_template", "lt", {"instanceType": "p5.48xlarge", "metadataOptions": {"httpTokens": "required"},
+                                       "networkInterfaces": PULUMI_UNKNOWN}),
+        ("alicloud_instance", "ali", _with(ALI, dataDisks=PULUMI_UNKNOWN)),
+        ("huaweicloud_bms_instance", "bms", _with(HW_BMS_PROPS, dataDisks=PULUMI_UNKNOWN)),
+    ])
+    report = check_paths([plan])
+    unknown = {(f.rule.id, f.resource_name) for f in report.findings if f.unknown and f.blocking}
+    assert ("MF-NET-001", "aws_launch_template.lt") in unknown
+    assert ("MF-ENC-001", "alicloud_instance.ali data disks") in unknown
+    assert ("MF-ENC-001", "huaweicloud_bms_instance.bms data disks") in unknown
