@@ -39,8 +39,8 @@ MAX_JOBS = 8
 
 
 def auto_jobs(paths: list[str]) -> int:
-    """How many processes ``policy check`` uses without ``--jobs``: one input only, one per :data:`BYTES_PER_JOB`, at most the CPUs
-    this process may run on."""
+    """How many processes ``policy check`` uses without ``--jobs``: one input only, one per
+    :data:`BYTES_PER_JOB`, at most the CPUs this process may run on."""
     if len(paths) != 1 or not hasattr(os, "fork"):
         return 1
     try:
