@@ -187,8 +187,13 @@ def main() -> int:
         # writes the bytecode. --jobs 1 is the same check in one process.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         measure(cmd, env)
-        mf1 = median([measure([*cmd, "--jobs", "1"], env) for _ in range(args.repeat)])
-        mf = median([measure(cmd, env) for _ in range(args.repeat)])
+        # Interleaved: a shared machine's speed drifts over minutes, and both must see the same drift.
+        one_runs: list[Run] = []
+        runs: list[Run] = []
+        for _ in range(args.repeat):
+            one_runs.append(measure([*cmd, "--jobs", "1"], env))
+            runs.append(measure(cmd, env))
+        mf1, mf = median(one_runs), median(runs)
         mf_sum = summed_peak(cmd[1:], env)
         findings = json.loads(out.read_text())["summary"]
         row: dict[str, Any] = {"n": n, "size_mib": plan.stat().st_size / 2**20, "mf": mf, "mf1": mf1,
