@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import mmap
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from pathlib import Path
@@ -30,7 +30,7 @@ from ..yamlpos import suppression_comments
 from .common import Assumptions, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
-__all__ = ["PlanError", "PlanReader", "is_plan", "plan_resources", "read_plan"]
+__all__ = ["PlanError", "PlanReader", "read_plan"]
 
 
 class PlanError(ValueError):
@@ -60,10 +60,6 @@ class _Plan(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Plan)
-
-
-def is_plan(doc: Mapping[str, Any]) -> bool:
-    return "format_version" in doc and ("resource_changes" in doc or "planned_values" in doc)
 
 
 _NESTED = (dict, list)
@@ -258,12 +254,6 @@ def _props(rc: _ResourceChange, unknowns: dict[tuple[str, bytes], Any]) -> dict[
     return _overlay(after, unknown) if unknown else after
 
 
-@dataclass
-class PlanResult:
-    resources: list[Resource]
-    suppressions: list[Suppression]
-
-
 def read_plan(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: str | Path | None = None) -> PlanReader:
     """A plan decoded and its whole-plan facts read; :meth:`PlanReader.views` builds the views."""
     try:
@@ -271,13 +261,6 @@ def read_plan(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: s
     except msgspec.ValidationError as exc:
         raise PlanError(f"not a Terraform plan this tool can read: {exc}") from None
     return PlanReader(plan.resource_changes, plan.configuration, file, assume, tf_dir)
-
-
-def plan_resources(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: str | Path | None = None,
-                   part: tuple[int, int] = (0, 1)) -> PlanResult:
-    """Neutral views of every managed resource the plan leaves in place or creates."""
-    reader = read_plan(data, file, assume, tf_dir)
-    return PlanResult(reader.views(part), reader.suppressions)
 
 
 class PlanReader:
@@ -350,8 +333,3 @@ class PlanReader:
             out.extend(native_resources(rc.type, props, rc.address, loc, "terraform", self.assume, subnet,
                                         counts.get(base, 1)))
         return out
-
-
-def iter_plan_types(data: bytes) -> Iterator[str]:  # used by tests to check the synthetic plans
-    for rc in _DECODER.decode(data).resource_changes:
-        yield rc.type
