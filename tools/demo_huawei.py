@@ -25,18 +25,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from demo import banner, run  # noqa: E402  (tools/demo.py, beside this file)
+
 EXAMPLE = ROOT / "examples" / "huawei-bms"
-CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
 KEY_PAIR = "metalfleet-ascend"
-
-
-def banner(text: str) -> None:
-    print(f"\n\033[1m== {text}\033[0m", flush=True)
-
-
-def run(*args: str, env: dict[str, str]) -> None:
-    print("$ metalfleet " + " ".join(args), flush=True)
-    subprocess.run([*CLI, *args], env=env, check=True)
 
 
 def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:

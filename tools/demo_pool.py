@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -29,35 +28,12 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from demo import banner, run, run_json  # noqa: E402  (tools/demo.py, beside this file)
+
 EXAMPLE = ROOT / "examples" / "onprem-ipmi"
-CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
 PASSWORD_ENV = "COLO_A_BMC_PASSWORD"  # the example pool.yaml's credentials reference
-
-
-def banner(text: str) -> None:
-    print(f"\n\033[1m== {text}\033[0m", flush=True)
-
-
-def run(*args: str, env: dict[str, str]) -> None:
-    print("$ metalfleet " + " ".join(args), flush=True)
-    subprocess.run([*CLI, *args], env=env, check=True)
-
-
-def run_json(*args: str, env: dict[str, str]) -> dict[str, Any]:
-    """Run a ``--json`` stack command: its engine log is shown as it comes, the JSON it ends with returned."""
-    print("$ metalfleet " + " ".join(args), flush=True)
-    with subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE, text=True) as proc:
-        assert proc.stdout is not None
-        doc: list[str] = []
-        for line in proc.stdout:
-            if doc or line == "{\n":
-                doc.append(line)
-            else:
-                print(line, end="", flush=True)
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, ["metalfleet", *args])
-    result: dict[str, Any] = json.loads("".join(doc))
-    return result
 
 
 def copy_example(dest: Path, pool: Any, key: Path, known_hosts: Path) -> tuple[Path, Path]:
