@@ -19,11 +19,10 @@ import io
 import os
 import pickle
 import signal
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any, NoReturn
-
-from msgspec.structs import replace
 
 from .adapters import OpenedInput, open_input
 from .config import PolicyConfig, Suppression
@@ -65,7 +64,7 @@ class _Out(pickle.Pickler):
 
 
 class _In(pickle.Unpickler):
-    def __init__(self, data: bytes, rules: dict[str, Rule], sups: list[Suppression]) -> None:
+    def __init__(self, data: bytes, rules: Mapping[str, Rule], sups: list[Suppression]) -> None:
         super().__init__(io.BytesIO(data))
         self._rules, self._sups = rules, sups
 
@@ -82,7 +81,6 @@ def _part(opened: OpenedInput, config: PolicyConfig, today: date | None, part: t
 def _child(fd: int, opened: OpenedInput, config: PolicyConfig, today: date | None, part: tuple[int, int]) -> NoReturn:
     """Runs in a forked child: never returns (``os._exit``), never flushes the parent's buffers."""
     try:
-        payload = b""
         try:
             count, report = _part(opened, config, today, part)
             buf = io.BytesIO()
@@ -97,16 +95,14 @@ def _child(fd: int, opened: OpenedInput, config: PolicyConfig, today: date | Non
 
 
 def _share(data: bytes, opened: OpenedInput, config: PolicyConfig, today: date | None, part: tuple[int, int],
-           rules: dict[str, Rule], sups: list[Suppression]) -> tuple[int, Report]:
+           sups: list[Suppression]) -> tuple[int, Report]:
     """A child's share of the report from what it sent; when it sent nothing (it failed or was killed), the share
-    is done here, so its error, if it has one, is raised as the single-process check raises it."""
+    is done here, so its error, if it has one, is raised as the single-process check raises it (its findings point
+    at this process's suppressions already: ``opened`` was read before the fork)."""
     if data:
-        count, report = _In(data, rules, sups).load()
+        count, report = _In(data, RULES, sups).load()
         return count, report
-    count, report = _part(opened, config, today, part)
-    index = {id(s.suppression): j for j, s in enumerate(report.suppressions)}
-    report.suppressed = [replace(f, suppressed_by=sups[index[id(f.suppressed_by)]]) for f in report.suppressed]
-    return count, report
+    return _part(opened, config, today, part)
 
 
 def check_divided(path: str, config: PolicyConfig, jobs: int, *, tf_dir: str | Path | None = None,
@@ -125,7 +121,6 @@ def check_divided(path: str, config: PolicyConfig, jobs: int, *, tf_dir: str | P
             os.close(w)
             children.append((pid, r, i))
         total, report = _part(opened, config, today, (0, jobs))
-        rules = {**RULES, **{r.id: r for r in report.rules}}
         sups = [s.suppression for s in report.suppressions]
         counts = [s.count for s in report.suppressions]
         while children:
@@ -133,7 +128,7 @@ def check_divided(path: str, config: PolicyConfig, jobs: int, *, tf_dir: str | P
             with os.fdopen(r, "rb") as fh:
                 data = fh.read()
             os.waitpid(pid, 0)
-            count, part = _share(data, opened, config, today, (i, jobs), rules, sups)
+            count, part = _share(data, opened, config, today, (i, jobs), sups)
             total += count
             # a suppression without a reason is a finding of every share: the first share's is kept
             report.findings.extend(f for f in part.findings if f.rule.id != "MF-SUP-001")

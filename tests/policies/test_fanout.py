@@ -14,6 +14,7 @@ import pytest
 from metalfleet.policies.adapters import load_input, open_input
 from metalfleet.policies.cli import check_paths
 from metalfleet.policies.config import PolicyConfig, parse_config
+from metalfleet.policies.engine import evaluate
 from metalfleet.policies.fanout import BYTES_PER_JOB, _share, auto_jobs
 from metalfleet.policies.report import FORMATS, render
 from metalfleet.policies.rules import RULES
@@ -103,12 +104,14 @@ def test_a_share_whose_process_sent_nothing_is_done_here(plan: Path) -> None:
     """A child that failed or was killed sends nothing: its share is computed in the caller, bound to the caller's
     rules and suppressions like a share a child sent."""
     config = parse_config(CONFIG)
-    mine = check_paths([plan], config, today=TODAY)
+    opened = open_input(plan, config)
+    mine = evaluate(opened.views(), config, suppressions=opened.suppressions, today=TODAY)
     sups = [s.suppression for s in mine.suppressions]
-    count, share = _share(b"", open_input(plan, config), config, TODAY, (0, 1), dict(RULES), sups)
-    assert count == mine.resources
+    count, share = _share(b"", opened, config, TODAY, (0, 1), sups)
+    assert count == len(opened.views())
     assert [(f.rule.id, f.resource_name, f.message) for f in share.findings] == \
         [(f.rule.id, f.resource_name, f.message) for f in mine.findings]
+    assert all(f.rule is RULES[f.rule.id] for f in share.findings)
     assert share.suppressed and all(any(f.suppressed_by is s for s in sups) for f in share.suppressed)
 
 
