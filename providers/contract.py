@@ -7,13 +7,14 @@ implement :class:`ComputeDriver`. Every driver passes one shared contract test s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from .models import Node, NodeSpec, NodeState, Offering
 
 __all__ = ["ClusterResourcesDriver", "ComputeDriver", "HealthDriver", "OrderProgress", "PowerDriver", "PowerState",
-           "TaggingDriver"]
+           "Subscription", "SubscriptionDriver", "TaggingDriver", "subscription_refusal"]
 
 #: Called by ``wait`` with the nodes as last seen, each poll. (Not bootstrap's ProgressCallback, which
 #: takes one ProgressEvent.)
@@ -58,9 +59,55 @@ class ComputeDriver(Protocol):
         """Block until every node is in ``state``; OperationTimeout past ``timeout``."""
         ...
 
-    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
-        """Terminate the node; with ``wait``, return once it is gone. Releasing a gone node is a no-op."""
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
+        """Terminate the node; with ``wait``, return once it is gone. Releasing a gone node is a no-op.
+
+        A node bought for a term (a :class:`Subscription`) is released only with ``unsubscribe`` (the provider's
+        way of ending a subscription early: unsubscribe, or convert to pay-as-you-go and release); without it,
+        :class:`~metalfleet.providers.errors.SubscriptionError` and nothing changes. Drivers without
+        subscriptions take the flag and ignore it."""
         ...
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A node bought for a term: what releasing it before its end means, as the provider's API says it.
+
+    ``expires_at``: ISO 8601 (UTC), None when the API does not say. ``refund``: what unsubscribing refunds or
+    costs ("refund 10,322.58 CNY"), or where the API only says it after the fact, how to learn it; None when
+    unknown. ``how``: what ``release(..., unsubscribe=True)`` does on this provider."""
+
+    node_id: str
+    charge_type: str
+    expires_at: str | None
+    refund: str | None
+    how: str
+    name: str | None = None
+
+    def line(self) -> str:
+        who = f"{self.node_id} ({self.name})" if self.name else self.node_id
+        ends = f"expires {self.expires_at}" if self.expires_at else "expiry not given by the API"
+        money = f"; {self.refund}" if self.refund else ""
+        return f"{who}: {self.charge_type}, {ends}{money}"
+
+
+@runtime_checkable
+class SubscriptionDriver(Protocol):
+    """Optional capability of a provider that sells nodes for a term (Alibaba PrePaid, Huawei prePaid): which
+    nodes are subscriptions, so a cluster release can refuse them all, naming each, before it releases any."""
+
+    def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:
+        """The subscriptions among ``node_ids`` (pay-as-you-go nodes are left out); reads the provider."""
+        ...
+
+
+def subscription_refusal(provider: str, subs: Sequence[Subscription]) -> str:
+    """The message of a refused release: every subscription node, its expiry and refund, and the two opt-ins."""
+    how = sorted({s.how for s in subs})
+    return (f"{len(subs)} node(s) are subscriptions and were not released (nothing was):\n"
+            + "\n".join(f"  {s.line()}" for s in subs)
+            + f"\nTo end them early ({'; '.join(how)}), opt in: capacity.release_subscriptions: true in the spec, "
+              "or metalfleet release --unsubscribe. Otherwise let them run to their end.")
 
 
 @runtime_checkable

@@ -4,6 +4,7 @@
 
     MetalfleetError                 provider, code, request_id
     ├── InvalidSpecError            a spec or config value is wrong (names the field); never retried
+    │   └── SubscriptionError       release refused: subscription nodes, and nothing opted in to unsubscribe
     ├── AuthError                   credentials missing, wrong or not allowed; never retried
     ├── QuotaError                  an account limit (vCPU, instance count); never retried
     ├── CapacityError               the provider has no capacity in the zone; never retried here
@@ -21,6 +22,9 @@ above the drivers ever sees a botocore or Tea exception.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "AuthError",
     "CapacityError",
@@ -33,6 +37,7 @@ __all__ = [
     "ProviderError",
     "QuotaError",
     "RateLimitedError",
+    "SubscriptionError",
     "TransientError",
 ]
 
@@ -73,6 +78,17 @@ class InvalidSpecError(MetalfleetError):
         super().__init__(message, **kw)
         self.field = field
         self.value = value
+
+
+class SubscriptionError(InvalidSpecError):
+    """Release was refused because nodes were bought for a term (monthly/yearly) and neither the spec
+    (``capacity.release_subscriptions: true``) nor the command (``metalfleet release --unsubscribe``) opted in to
+    ending them early. ``subscriptions``: each node's :class:`~metalfleet.providers.contract.Subscription` (its
+    expiry, and what unsubscribing refunds or costs where the provider's API says). Nothing was released."""
+
+    def __init__(self, message: str, *, subscriptions: Sequence[Any] = (), **kw: str | None) -> None:
+        super().__init__(message, field="capacity.release_subscriptions", value=False, **kw)
+        self.subscriptions = list(subscriptions)
 
 
 class AuthError(MetalfleetError):

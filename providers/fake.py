@@ -157,7 +157,7 @@ class FakeDriver:
                 raise OperationTimeout(f"nodes {waiting} not {state.value} after {timeout:.0f}s", provider=self.name)
             time.sleep(poll)
 
-    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
         self._maybe_throttle()
         with self._state() as st:
             raw = st["nodes"].get(node_id)

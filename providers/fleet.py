@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress
-from .errors import ConflictError, InvalidSpecError, MetalfleetError
+from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress, SubscriptionDriver, subscription_refusal
+from .errors import ConflictError, InvalidSpecError, MetalfleetError, SubscriptionError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .spec import ClusterSpec
 
-__all__ = ["OrderFailed", "order_cluster", "order_node", "plan", "release_cluster", "release_cluster_resources",
-           "release_nodes", "resolve_offering"]
+__all__ = ["OrderFailed", "check_release", "order_cluster", "order_node", "plan", "release_cluster",
+           "release_cluster_resources", "release_nodes", "resolve_offering"]
 
 #: How many replacement generations one node index may go through before we stop and ask a human.
 MAX_GENERATIONS = 32
@@ -137,10 +137,14 @@ def order_cluster(
         first = failed[0]
         assert first.error is not None
         released: list[str] = []
-        if rollback and made:
-            release_nodes(driver, [n.id for n in made], policy=policy, max_workers=max_workers)
-            released = [n.id for n in made]
         left = ""
+        if rollback and made:
+            try:  # subscriptions are ended only where the spec opted in; otherwise kept, and the error says so
+                release_nodes(driver, [n.id for n in made], policy=policy, max_workers=max_workers,
+                              unsubscribe=specs[0].release_subscriptions)
+                released = [n.id for n in made]
+            except SubscriptionError as exc:
+                left = f"; the subscription node(s) are kept: {exc.message}"
         if rollback:  # what the order made for the cluster goes too, unless other nodes of it still use it
             try:
                 release_cluster_resources(driver, specs[0].cluster, policy=policy)
@@ -158,13 +162,28 @@ def order_cluster(
     return policy.call(driver.wait, [n.id for n in nodes], NodeState.RUNNING, timeout=timeout, progress=progress)
 
 
+def check_release(driver: ComputeDriver, node_ids: Sequence[str], *, unsubscribe: bool = False,
+                  policy: RetryPolicy = DEFAULT_POLICY) -> None:
+    """Refuse, before anything is released, to release subscription nodes nobody opted in to end early: one
+    :class:`SubscriptionError` naming every such node, its expiry and what ending it refunds or costs."""
+    if unsubscribe or not node_ids or not isinstance(driver, SubscriptionDriver):
+        return
+    subs = policy.call(driver.subscriptions, list(node_ids))
+    if subs:
+        raise SubscriptionError(subscription_refusal(driver.name, subs), subscriptions=subs, provider=driver.name,
+                                code="SubscriptionNotReleased")
+
+
 def release_nodes(driver: ComputeDriver, node_ids: Sequence[str], *, policy: RetryPolicy = DEFAULT_POLICY,
-                  max_workers: int = 64, wait: bool = True) -> None:
+                  max_workers: int = 64, wait: bool = True, unsubscribe: bool = False) -> None:
+    """Release ``node_ids`` side by side (each retried under ``policy``). Subscription nodes only with
+    ``unsubscribe``: without it, nothing is released when any of them is one (:func:`check_release`)."""
     if not node_ids:
         return
+    check_release(driver, node_ids, unsubscribe=unsubscribe, policy=policy)
 
     def one(node_id: str) -> None:
-        policy.call(driver.release, node_id, wait=wait)
+        policy.call(driver.release, node_id, wait=wait, unsubscribe=unsubscribe)
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(node_ids)))) as pool:
         list(pool.map(one, node_ids))
@@ -181,12 +200,13 @@ def release_cluster_resources(driver: ComputeDriver, cluster: str, *,
 
 
 def release_cluster(driver: ComputeDriver, cluster: str, *, policy: RetryPolicy = DEFAULT_POLICY,
-                    max_workers: int = 64) -> list[str]:
+                    max_workers: int = 64, unsubscribe: bool = False) -> list[str]:
     """Release every live node tagged with ``cluster``, then what the driver made for the cluster as a
     whole (:func:`release_cluster_resources`): nothing metalfleet created for it is left. Returns the
-    released nodes' ids."""
+    released nodes' ids. Subscription nodes are ended early only with ``unsubscribe``; without it a cluster
+    that has any is refused whole (:class:`SubscriptionError`), before anything is released."""
     nodes = policy.call(driver.list_nodes, cluster)
     ids = [n.id for n in nodes]
-    release_nodes(driver, ids, policy=policy, max_workers=max_workers)
+    release_nodes(driver, ids, policy=policy, max_workers=max_workers, unsubscribe=unsubscribe)
     release_cluster_resources(driver, cluster, policy=policy)
     return ids

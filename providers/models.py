@@ -197,6 +197,8 @@ class NodeSpec:
     capacity_reservation_id: str | None = None
     capacity_block: bool = False
     billing: BillingModel = BillingModel.ON_DEMAND
+    #: Whether releasing the node may end its subscription early (``capacity.release_subscriptions``).
+    release_subscriptions: bool = False
     key_name: str | None = None
     public_ip: bool = False
     root_volume: VolumeSpec = VolumeSpec(size_gib=200)
@@ -278,6 +280,7 @@ def node_spec_to_dict(spec: NodeSpec) -> dict[str, Any]:
         "capacity_reservation_id": spec.capacity_reservation_id,
         "capacity_block": spec.capacity_block,
         "billing": spec.billing.value,
+        "release_subscriptions": spec.release_subscriptions,
         "key_name": spec.key_name,
         "public_ip": spec.public_ip,
         "root_volume": _vol_dict(spec.root_volume),
@@ -300,6 +303,7 @@ def node_spec_from_dict(data: Mapping[str, Any]) -> NodeSpec:
     d["index"] = int(d["index"])
     d["generation"] = int(d.get("generation") or 0)
     d["billing"] = BillingModel(d.get("billing", BillingModel.ON_DEMAND.value))
+    d["release_subscriptions"] = bool(d.get("release_subscriptions", False))
     d["root_volume"] = _vol(d["root_volume"]) if d.get("root_volume") else VolumeSpec(size_gib=200)
     d["data_volumes"] = tuple(_vol(v) for v in d.get("data_volumes") or ())
     d["security_group_ids"] = tuple(d.get("security_group_ids") or ())

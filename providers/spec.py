@@ -107,6 +107,10 @@ class CapacitySpec(_Strict):
     billing: BillingModel = BillingModel.ON_DEMAND
     reservation_id: str | None = None
     capacity_block: bool = False
+    #: Subscription nodes (monthly, reserved_1y, reserved_3y) are ended early on release (``metalfleet release``,
+    #: ``pulumi destroy``, a replaced node): unsubscribed, or converted to pay-as-you-go and released, as the
+    #: provider does it. Off: release refuses them, naming each node, its expiry and what ending it refunds.
+    release_subscriptions: bool = False
 
     @model_validator(mode="after")
     def _block_needs_reservation(self) -> CapacitySpec:
@@ -312,6 +316,7 @@ class ClusterSpec(_Strict):
             capacity_reservation_id=self.capacity.reservation_id,
             capacity_block=self.capacity.capacity_block,
             billing=self.capacity.billing,
+            release_subscriptions=self.capacity.release_subscriptions,
             public_ip=self.network.public_ip,
             key_name=self.ssh.key_pair,
             root_volume=vol(self.storage.root),

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-__all__ = ["require_root", "require_tool"]
+__all__ = ["require_go_client", "require_root", "require_tool"]
 
 
 def require_root(what: str) -> None:
@@ -25,3 +25,14 @@ def require_tool(name: str, how: str) -> str:
     if path is None:
         pytest.fail(f"missing prerequisite: {name} is not on PATH ({how})", pytrace=False)
     return path
+
+
+def require_go_client(name: str) -> str:
+    """The binary of the official-SDK Go client ``tests/clients/<name>``, built (once per source hash, cached per
+    user) if needed; a missing Go or a failed build fails the test saying which."""
+    from tests.clients.gobuild import BuildFailed, build
+
+    try:
+        return str(build(name))
+    except BuildFailed as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -260,7 +260,7 @@ class AwsDriver:
             self._observer.remember(dataclasses.replace(seen, tags={**seen.tags, **pairs}))
 
     # -- release ---------------------------------------------------------------------------
-    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
         try:
             node = self.get(node_id)
         except NotFoundError:

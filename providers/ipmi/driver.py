@@ -362,7 +362,7 @@ class IpmiDriver:
             raw["tags"] = {**(raw.get("tags") or {}), **{str(k): str(v) for k, v in tags.items()}}
 
     # -- release ---------------------------------------------------------------------------
-    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
         """Power the host off (unless ``release_power`` is on) and return it to the pool. The host is freed
         only once its BMC has acted, so no other order gets a host still shutting down. Releasing a released
         node is a no-op."""

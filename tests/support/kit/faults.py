@@ -156,12 +156,22 @@ class FaultSwitch:
     def record(self, action: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """Count a call and log it; returns its log entry (the caller fills in ``status``) and the latency (s)."""
         entry: dict[str, Any] = {"action": action, "params": params, "status": None}
+        self.local.entry = entry
         with self.lock:
             self.requests += 1
             self.by_action[action] = self.by_action.get(action, 0) + 1
             self.log.append(entry)
             latency = self.faults.latency_ms if self.applies(action) else 0.0
         return entry, latency / 1000.0
+
+    def note_rule(self, rule_id: str) -> None:
+        """Record on this thread's current call that the app applied reference rule ``rule_id`` (an entry of
+        :mod:`metalfleet.testing.reference`): the log says which rule answered, so a test can tell a rule it
+        probes from another that happens to answer the same code."""
+        entry = getattr(self.local, "entry", None)
+        if entry is not None:
+            with self.lock:
+                entry.setdefault("rules", []).append(rule_id)
 
     def decide(self, action: str) -> Fault | None:
         """An error to answer instead of calling the app, or None. Capacity is left to the app."""
@@ -304,6 +314,7 @@ class FaultMiddleware:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(body)
+        self.switch.local.entry = None
         call = self.identify(environ, body)
         if call is None:
             with self.lock:
