@@ -7,7 +7,7 @@ PULUMI_VERSION := $(shell sed -n 's/.*"pulumi==\([0-9.]*\)".*/\1/p' pyproject.to
 ENGINE_DIR = $(shell tools/build-pulumi-engine.sh $(PULUMI_VERSION))
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all venv engine sshd bmc-tools lint typecheck wheel-check unit test demo clean
+.PHONY: all venv engine clients sshd bmc-tools lint typecheck wheel-check unit test demo clean
 
 all: test
 
@@ -22,6 +22,11 @@ venv: $(VENV)/.installed
 # The Pulumi CLI built from its Go modules (cached per user and version; skipped when present).
 engine:
 	@tools/build-pulumi-engine.sh $(PULUMI_VERSION) >/dev/null
+
+# The official SDK clients we did not write (tests/clients: Go SDKs of Huawei Cloud and AWS), run against the
+# emulators by the tests; built once per source hash into ~/.cache/metalfleet/clients (cold: minutes).
+clients: venv
+	@$(PY) -m tests.clients.gobuild >/dev/null
 
 # sshd and the other host packages the simulated GPU hosts need.
 sshd:
@@ -42,7 +47,7 @@ wheel-check: venv
 unit: venv
 	$(VENV)/bin/pytest -q -n $(JOBS) -m "not e2e"
 
-test: venv engine sshd bmc-tools lint wheel-check
+test: venv engine clients sshd bmc-tools lint wheel-check
 	$(VENV)/bin/pytest -q -n $(JOBS) --dist loadgroup
 
 # make demo PROVIDER=alibaba|huawei|ipmi: the same flow on the local Alibaba ECS / Huawei BMS emulator or a simulated

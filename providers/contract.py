@@ -103,11 +103,12 @@ class SubscriptionDriver(Protocol):
 
 def subscription_refusal(provider: str, subs: Sequence[Subscription]) -> str:
     """The message of a refused release: every subscription node, its expiry and refund, and the two opt-ins."""
-    how = sorted({s.how for s in subs})
-    return (f"{len(subs)} node(s) are subscriptions and were not released (nothing was):\n"
+    how = "; ".join(sorted({s.how for s in subs}))
+    return (f"{len(subs)} {provider} node(s) are subscriptions, so nothing was released:\n"
             + "\n".join(f"  {s.line()}" for s in subs)
-            + f"\nTo end them early ({'; '.join(how)}), opt in: capacity.release_subscriptions: true in the spec, "
-              "or metalfleet release --unsubscribe. Otherwise let them run to their end.")
+            + f"\nEnding them early: {how}. To do it, set capacity.release_subscriptions: true in the spec or run "
+              "`metalfleet release --unsubscribe` (a Pulumi stack: `metalfleet destroy --unsubscribe`); otherwise "
+              "let them run to their end.")
 
 
 @runtime_checkable

@@ -15,16 +15,27 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from .catalog import load_catalog
-from .contract import OrderProgress
-from .errors import CapacityError, InvalidSpecError, NotFoundError, OperationTimeout, RateLimitedError
-from .models import Node, NodeSpec, NodeState, Offering
+from .contract import OrderProgress, Subscription, subscription_refusal
+from .errors import (
+    CapacityError,
+    InvalidSpecError,
+    NotFoundError,
+    OperationTimeout,
+    RateLimitedError,
+    SubscriptionError,
+)
+from .models import BillingModel, Node, NodeSpec, NodeState, Offering
 from .tags import TAG_CLUSTER
 
 __all__ = ["FakeDriver"]
+
+#: Billing models the fake sells for a term, and the term's length in days.
+TERMS = {BillingModel.MONTHLY: 30, BillingModel.RESERVED_1Y: 365, BillingModel.RESERVED_3Y: 3 * 365}
 
 
 class FakeDriver:
@@ -34,7 +45,9 @@ class FakeDriver:
     answered with a RateLimitedError, to exercise the retry policy. ``addresses``: private IPs handed
     to nodes in order of creation (the Nth node ever ordered in this state gets the Nth address;
     past the list, the default 10.0.x.y), so tests can point nodes at simulated hosts; a spec's
-    ``extra["address"]`` wins over both. Implements the optional ``set_tags`` capability.
+    ``extra["address"]`` wins over both. Implements the optional ``set_tags`` capability, and sells subscriptions
+    (``monthly``, ``reserved_1y``, ``reserved_3y``: a node with an expiry date, released only with
+    ``unsubscribe``, :class:`~metalfleet.providers.contract.SubscriptionDriver`).
     """
 
     name = "fake"
@@ -91,7 +104,17 @@ class FakeDriver:
             state = NodeState.RUNNING
         return Node(id=raw["id"], provider=self.name, region=self.region, zone=raw["zone"], state=state,
                     offering=raw["offering"], private_ip=raw["private_ip"], name=raw["name"],
-                    tags=raw["tags"], extra={"idempotency_key": raw["key"]})
+                    tags=raw["tags"], extra={"idempotency_key": raw["key"],
+                                             **({"subscription": raw["subscription"]} if raw.get("subscription")
+                                                else {})})
+
+    def _subscription(self, raw: dict[str, Any]) -> Subscription | None:
+        sub = raw.get("subscription")
+        if not sub or raw["state"] == "terminated":
+            return None
+        return Subscription(node_id=raw["id"], charge_type=sub["billing"], expires_at=sub["expires_at"],
+                            refund=f"refund {sub['refund']:.2f} USD (the fake's unused days)", name=raw["name"],
+                            how="the fake cloud ends them at once")
 
     # -- contract ------------------------------------------------------------------------------
     def offerings(self) -> list[Offering]:
@@ -125,6 +148,11 @@ class FakeDriver:
                    "zone": spec.zone or f"{self.region}a", "offering": spec.offering,
                    "private_ip": str(address), "name": spec.name,
                    "tags": dict(spec.tags)}
+            if spec.billing in TERMS:
+                days = TERMS[spec.billing]
+                ends = datetime.now(UTC) + timedelta(days=days)
+                raw["subscription"] = {"billing": spec.billing.value, "expires_at": ends.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                       "refund": round(days * 24 * 0.5, 2)}
             st["nodes"][node_id] = raw
             st["keys"][key] = node_id
             return self._node(raw)
@@ -163,7 +191,18 @@ class FakeDriver:
             raw = st["nodes"].get(node_id)
             if raw is None:
                 raise NotFoundError(f"node {node_id} not found", provider=self.name, code="NotFound")
+            sub = self._subscription(raw)
+            if sub is not None and not unsubscribe:
+                raise SubscriptionError(subscription_refusal(self.name, [sub]), subscriptions=[sub],
+                                        provider=self.name, code="SubscriptionNotReleased")
             raw["state"] = "terminated"
+
+    def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:
+        """The live subscription nodes among ``node_ids``."""
+        self._maybe_throttle()
+        with self._state() as st:
+            subs = [self._subscription(st["nodes"][i]) for i in node_ids if i in st["nodes"]]
+        return [s for s in subs if s is not None]
 
     # -- optional capabilities -----------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:

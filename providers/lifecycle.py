@@ -243,7 +243,8 @@ def settle(
                 outcome.quarantined.append(QuarantinedNode.of(node, reason, index, tagged))
                 continue
             try:
-                policy.call(driver.release, node.id, wait=True, timeout=wait_timeout)
+                policy.call(driver.release, node.id, wait=True, timeout=wait_timeout,
+                            unsubscribe=spec.capacity.release_subscriptions)
             except MetalfleetError as exc:
                 outcome.errors.append(f"release of failed node {node.id} failed ({exc}); it stays quarantined")
                 outcome.quarantined.append(QuarantinedNode.of(node, reason, index, tagged))

@@ -34,7 +34,7 @@ from metalfleet.providers.errors import MetalfleetError, NotFoundError
 from metalfleet.providers.lifecycle import node_index
 from metalfleet.providers.retry import DEFAULT_POLICY
 
-from .dynamic import MODULE, resource_options
+from .dynamic import MODULE, resource_options, unsubscribe
 from .hooks import ClusterContext, HookResult
 from .inputs import hostfile, node_from_input, node_input, node_key, spec_fingerprint
 from .secrets import SECRETS, guarded, private_key_file, reveal, scrub_outputs
@@ -111,10 +111,12 @@ class ClusterAcceptanceProvider(ResourceProvider):
         if not owned:
             return
         with guarded(props):
-            driver = self._driver(reveal(props))
+            full = reveal(props)
+            driver = self._driver(full)
+            opt_in = unsubscribe(((full.get("spec") or {}).get("capacity") or {}).get("release_subscriptions"))
             for node_id in owned:
                 with contextlib.suppress(NotFoundError):
-                    DEFAULT_POLICY.call(driver.release, node_id, wait=True)
+                    DEFAULT_POLICY.call(driver.release, node_id, wait=True, unsubscribe=opt_in)
 
 
 class ClusterAcceptance(Resource, module=MODULE, name="ClusterAcceptance"):

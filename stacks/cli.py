@@ -102,7 +102,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     from metalfleet.providers.fleet import release_cluster
 
     spec = load_spec(args.spec)
-    ids = release_cluster(_driver_for(spec, args), spec.name)
+    ids = release_cluster(_driver_for(spec, args), spec.name,
+                          unsubscribe=args.unsubscribe or spec.capacity.release_subscriptions)
     print(f"released {len(ids)} node(s) of cluster {spec.name}: {' '.join(ids) or '-'}")
     return 0
 
@@ -118,8 +119,10 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
         print("\n".join(f"policy: {line}" for line in summary_lines(report)), file=sys.stderr)
     from metalfleet.stacks import automation
+    from metalfleet.stacks.dynamic import UNSUBSCRIBE_ENV
 
-    options = automation.StackOptions(backend_url=args.backend, stack=args.stack,
+    env = {UNSUBSCRIBE_ENV: "1"} if getattr(args, "unsubscribe", False) else {}
+    options = automation.StackOptions(backend_url=args.backend, stack=args.stack, env=env,
                                       driver_config=parse_driver_config(args.driver_config))
     fn = getattr(automation, args.command)
     result = fn(spec, options, on_output=lambda line: print(line, end="" if line.endswith("\n") else "\n"))
@@ -173,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE",
                        help="non-secret driver setting (credentials come from the environment)")
         c.add_argument("--json", action="store_true")
+        if name == "release":
+            c.add_argument("--unsubscribe", action="store_true",
+                           help="end subscription nodes (monthly/yearly) early: unsubscribe them, or convert and "
+                                "release them, as the provider does it (default: refuse, naming each node, its "
+                                "expiry and what ending it refunds; or set capacity.release_subscriptions)")
         c.set_defaults(func=fn)
 
     for name in ("up", "preview", "refresh", "destroy"):
@@ -184,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--json", action="store_true", help="print outputs and change summary as JSON")
         if name in ("up", "preview"):
             _policy_flags(s)
+        if name == "destroy":
+            s.add_argument("--unsubscribe", action="store_true",
+                           help="end subscription nodes early (as release --unsubscribe), even when the spec in "
+                                "the stack's state did not set capacity.release_subscriptions")
         s.set_defaults(func=cmd_stack)
 
     b = sub.add_parser("bootstrap", help="make hosts training-ready over SSH (driver, fabric, NCCL, storage)")

@@ -8,18 +8,27 @@ type lets such a stack's next ``up`` move each resource to its own type without 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pulumi
 
 from .secrets import SECRETS
 
-__all__ = ["LEGACY_TYPE", "MODULE", "resource_options"]
+__all__ = ["LEGACY_TYPE", "MODULE", "UNSUBSCRIBE_ENV", "resource_options", "unsubscribe"]
 
 #: The module part of every metalfleet dynamic resource's type.
 MODULE = "metalfleet"
 #: The type every dynamic resource had before it had its own.
 LEGACY_TYPE = "pulumi-python:dynamic:Resource"
+#: Set to 1 in the engine's environment (``metalfleet destroy --unsubscribe``): a delete may end subscriptions
+#: early even when the spec in state did not opt in (``capacity.release_subscriptions``).
+UNSUBSCRIBE_ENV = "METALFLEET_RELEASE_SUBSCRIPTIONS"
+
+
+def unsubscribe(spec_opt_in: Any) -> bool:
+    """Whether a delete may end a subscription: the spec in state opted in, or the command did."""
+    return bool(spec_opt_in) or os.environ.get(UNSUBSCRIBE_ENV) == "1"
 
 
 def resource_options(opts: pulumi.ResourceOptions | None, **extra: Any) -> pulumi.ResourceOptions:

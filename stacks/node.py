@@ -26,7 +26,7 @@ from metalfleet.providers.lifecycle import GENERATION_TAG
 from metalfleet.providers.models import NodeState, node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
 
-from .dynamic import MODULE, resource_options
+from .dynamic import MODULE, resource_options, unsubscribe
 from .secrets import SECRETS, guarded, reveal, scrub_outputs
 
 __all__ = ["REPLACE_ON", "GpuNode", "NodeProvider"]
@@ -95,12 +95,13 @@ class NodeProvider(ResourceProvider):
         replaces = [k for k in REPLACE_ON if _get(old, k) != _get(new, k)]
         if _generation(new) > _generation(old):
             replaces.append("spec.generation")
-        changes = bool(replaces) or _tags(old) != _tags(new)
+        changes = bool(replaces) or _tags(old) != _tags(new) or (
+            bool(_get(old, "spec.release_subscriptions")) != bool(_get(new, "spec.release_subscriptions")))
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        # Only tags reach here (everything else replaces). Drivers that can retag do; the new
-        # tags are recorded either way so the next diff is clean.
+        # Only tags and release_subscriptions reach here (everything else replaces). Drivers that can retag do;
+        # the new spec is recorded either way, so the next diff is clean and a later delete sees the opt-in.
         with guarded(news):
             full = reveal(news)
             driver = self._driver(full)
@@ -130,7 +131,8 @@ class NodeProvider(ResourceProvider):
         with guarded(props):
             driver = self._driver(reveal(props))
             try:
-                DEFAULT_POLICY.call(driver.release, id, wait=True)
+                DEFAULT_POLICY.call(driver.release, id, wait=True,
+                                    unsubscribe=unsubscribe(_get(props, "spec.release_subscriptions")))
             except NotFoundError:
                 pulumi.log.info(f"node {id} was already gone")
 

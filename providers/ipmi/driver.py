@@ -27,7 +27,7 @@ from ..errors import (
     ProviderError,
     TransientError,
 )
-from ..models import Node, NodeSpec, NodeState, Offering
+from ..models import BillingModel, Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_CLUSTER
 from .bmc import BOOT_DEVICES, Bmc, bmc_for
 from .errors import PROVIDER
@@ -210,6 +210,9 @@ class IpmiDriver:
                       "(network volumes) does not apply; use storage.hot for local NVMe")
         if spec.capacity_reservation_id:
             raise bad("capacity.reservation_id", spec.capacity_reservation_id, "a pool has no capacity reservations")
+        if spec.billing != BillingModel.ON_DEMAND:
+            raise bad("capacity.billing", spec.billing.value, f"a pool's hosts are yours, not bought per node: "
+                      f"capacity.billing {spec.billing.value} does not apply (leave it out: on_demand)")
 
     # -- order -----------------------------------------------------------------------------
     def _candidates(self, spec: NodeSpec) -> list[Host]:

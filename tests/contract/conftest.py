@@ -192,6 +192,14 @@ class Harness:
                    for g in ec2.describe_placement_groups(Filters=mine)["PlacementGroups"]])
 
     # -- specs ---------------------------------------------------------------------------
+    def subscription_spec(self, count: int = 2) -> ClusterSpec | None:
+        """A spec bought for a term (monthly) on a platform that sells one, without the release opt-in; None
+        where the platform sells none (AWS sells no instance for a term it would not terminate; a pool is no
+        purchase)."""
+        if self.kind in ("aws", "ipmi"):
+            return None
+        return self.spec(count=count, capacity={"billing": "monthly"})
+
     def spec(self, count: int = 2, name: str | None = None, **overrides: Any) -> ClusterSpec:
         if self.kind == "fake":
             data: dict[str, Any] = {"name": name or self.cluster, "provider": "fake", "region": "local-1",

@@ -15,6 +15,7 @@ import pytest
 from metalfleet.providers import (
     CapacityError,
     InvalidSpecError,
+    MetalfleetError,
     NodeSpec,
     NodeState,
     OrderFailed,
@@ -22,7 +23,8 @@ from metalfleet.providers import (
     plan,
     release_cluster,
 )
-from metalfleet.providers.contract import ClusterResourcesDriver
+from metalfleet.providers.contract import ClusterResourcesDriver, SubscriptionDriver
+from metalfleet.providers.errors import SubscriptionError
 
 from .conftest import CountingPolicy, Harness
 
@@ -50,10 +52,10 @@ def test_lifecycle_order_wait_get_list_release(harness: Harness, policy: Countin
     assert [n.id for n in driver.list_nodes(harness.cluster)] == [node.id]
     assert driver.list_nodes(harness.cluster + "-other") == []
 
-    driver.release(node.id, wait=True, timeout=30)
+    driver.release(node.id, wait=True, timeout=30, unsubscribe=True)
     assert driver.get(node.id).state == NodeState.TERMINATED
     assert driver.list_nodes(harness.cluster) == []
-    driver.release(node.id)  # releasing a gone node is a no-op
+    driver.release(node.id, unsubscribe=True)  # releasing a gone node is a no-op
     assert driver.get(node.id).state == NodeState.TERMINATED
 
 
@@ -131,7 +133,7 @@ def test_throttling_at_30_percent_still_completes(harness: Harness, policy: Coun
     harness.faults_off()
     clean = harness.driver()
     assert sorted(n.id for n in clean.list_nodes(harness.cluster)) == sorted(n.id for n in nodes)
-    assert release_cluster(clean, harness.cluster, policy=policy)
+    assert release_cluster(clean, harness.cluster, policy=policy, unsubscribe=True)
     assert clean.list_nodes(harness.cluster) == []
 
 
@@ -196,7 +198,7 @@ def test_release_cluster_releases_only_that_cluster(harness: Harness, policy: Co
     other_name = harness.cluster + "-b"
     other = order_cluster(driver, plan(driver, harness.spec(count=1, name=other_name)), policy=policy, timeout=30)
 
-    released = release_cluster(driver, harness.cluster, policy=policy)
+    released = release_cluster(driver, harness.cluster, policy=policy, unsubscribe=True)
 
     assert sorted(released) == sorted(n.id for n in mine)
     assert driver.list_nodes(harness.cluster) == []
@@ -208,5 +210,85 @@ def test_release_cluster_releases_only_that_cluster(harness: Harness, policy: Co
     assert len(kept) == (0 if harness.kind == "fake" else harness.shared_resources)
     if isinstance(driver, ClusterResourcesDriver):
         assert sorted(driver.cluster_resources(other_name)) == sorted(kept)
-    release_cluster(driver, other_name, policy=policy)
+    release_cluster(driver, other_name, policy=policy, unsubscribe=True)
     assert harness.made_for(other_name) == [] and driver.list_nodes(other_name) == []
+
+
+def _kill_after_first(proc: subprocess.Popen[str], marker: str) -> str:
+    try:
+        line = _readline(proc, 90)
+        assert line.startswith(marker), line
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(10) == -signal.SIGKILL
+        return line.split()[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+@pytest.mark.parametrize("when", ["mid-release", "between-releases"])
+def test_release_killed_mid_way_then_rerun_leaves_nothing(harness: Harness, policy: CountingPolicy,
+                                                          when: str) -> None:
+    """kill -9 while a release is under way (the first node asked to go, not yet gone) or between two nodes'
+    releases, then release again: every node is gone, nothing made for the cluster is left, nothing errs on the
+    half-done state. Subscriptions included where the platform sells them (the release ends them)."""
+    driver = harness.driver()
+    spec = harness.subscription_spec(count=3) or harness.spec(count=3)
+    nodes = order_cluster(driver, plan(driver, spec), policy=policy, timeout=60)
+    job = {"driver": harness.driver_config(), "spec": spec.model_dump(mode="json"), "mode": "release",
+           "pause": 30, "wait": when == "between-releases"}
+    proc = subprocess.Popen([sys.executable, str(ORDER_PROC), json.dumps(job)], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    first = _kill_after_first(proc, "RELEASED ")
+    assert first in {n.id for n in nodes}
+    assert len(driver.list_nodes(harness.cluster)) >= 2, "the kill should land before the other nodes went"
+
+    done = subprocess.run([sys.executable, str(ORDER_PROC), json.dumps({**job, "pause": 0, "wait": True})],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert driver.list_nodes(harness.cluster) == []
+    assert all(driver.get(n.id).state == NodeState.TERMINATED for n in nodes)
+    assert harness.made_for(harness.cluster) == []
+
+
+def test_subscriptions_are_released_only_when_opted_in(harness: Harness, policy: CountingPolicy) -> None:
+    """A node bought for a term is not ended by a plain release: the cluster release is refused whole, naming each
+    node and its expiry, and nothing is released; with the opt-in, all go. A platform that sells no term refuses
+    the spec offline, naming capacity.billing."""
+    driver = harness.driver()
+    spec = harness.subscription_spec(count=2)
+    if spec is None:
+        with pytest.raises(InvalidSpecError) as refused:
+            plan(driver, harness.spec(count=2, capacity={"billing": "monthly"}))
+        assert refused.value.field == "capacity.billing"
+        if harness.emulator is not None:
+            assert harness.emulator.calls(harness.create_action) == 0
+        assert driver.list_nodes(harness.cluster) == []
+        return
+    assert isinstance(driver, SubscriptionDriver)
+    nodes = order_cluster(driver, plan(driver, spec), policy=policy, timeout=60)
+    ids = sorted(n.id for n in nodes)
+    subs = driver.subscriptions(ids)
+    assert sorted(s.node_id for s in subs) == ids
+    assert all(s.expires_at and s.expires_at[:4].isdigit() for s in subs), subs
+
+    with pytest.raises(SubscriptionError) as info:
+        release_cluster(driver, harness.cluster, policy=policy)
+    message = str(info.value)
+    assert all(i in message for i in ids) and all(str(s.expires_at) in message for s in subs)
+    assert info.value.field == "capacity.release_subscriptions"
+    assert "--unsubscribe" in message
+    with pytest.raises(SubscriptionError):
+        driver.release(ids[0], wait=True, timeout=30)
+    assert sorted(n.id for n in driver.list_nodes(harness.cluster)) == ids, "a refused release releases nothing"
+
+    assert sorted(release_cluster(driver, harness.cluster, policy=policy, unsubscribe=True)) == ids
+    assert driver.list_nodes(harness.cluster) == []
+    assert driver.subscriptions(ids) == []
+    assert harness.made_for(harness.cluster) == []
+    try:  # releasing them again is a no-op
+        release_cluster(driver, harness.cluster, policy=policy, unsubscribe=True)
+    except MetalfleetError as exc:  # pragma: no cover - the assertion names the failure
+        raise AssertionError(f"a second release of a released cluster failed: {exc}") from exc

@@ -55,6 +55,20 @@ def test_order_then_release_on_the_fake_cloud(tmp_path: Path) -> None:
     assert "released 0 node(s)" in run("release", str(spec), "--driver-config", state).stdout
 
 
+def test_release_of_subscriptions_needs_unsubscribe(tmp_path: Path) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: clisub\nprovider: fake\nregion: local-1\noffering: fake.8xa100\ncount: 2\nimage: i\n"
+                    "capacity:\n  billing: monthly\n")
+    state = f"state_path={tmp_path / 'fake.json'}"
+    ids = [n["id"] for n in json.loads(run("order", str(spec), "--driver-config", state, "--json").stdout)]
+    refused = run("release", str(spec), "--driver-config", state)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "capacity.release_subscriptions" in refused.stderr and all(i in refused.stderr for i in ids)
+    assert "expires 20" in refused.stderr and "--unsubscribe" in refused.stderr
+    done = run("release", str(spec), "--driver-config", state, "--unsubscribe")
+    assert done.returncode == 0 and "released 2 node(s)" in done.stdout, done.stderr
+
+
 def test_unknown_provider_is_refused() -> None:
     out = run("offerings", "--provider", "nimbus")
     assert out.returncode == 2 and "nimbus" in out.stderr

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from metalfleet.providers import InvalidSpecError, parse_spec
+from metalfleet.providers import InvalidSpecError, MetalfleetError, parse_spec
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.stacks import automation
+from metalfleet.stacks.dynamic import UNSUBSCRIBE_ENV
 
 from .conftest import stack_options
 
@@ -61,3 +62,45 @@ def test_missing_passphrase_is_a_clear_error(
     with pytest.raises(InvalidSpecError) as exc:
         automation.up(spec, stack_options(tmp_path, pulumi_home))
     assert exc.value.field == "PULUMI_CONFIG_PASSPHRASE"
+
+
+def test_destroy_ends_subscriptions_only_when_opted_in(tmp_path: Path, pulumi_home: Path, passphrase: str) -> None:
+    """`pulumi destroy` of monthly nodes: refused (naming the nodes) and nothing released until the spec opts in
+    (`capacity.release_subscriptions`, an in-place update) or the command does (`metalfleet destroy --unsubscribe`)."""
+    data = {"name": "e2e-sub", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 2,
+            "image": "img-1", "capacity": {"billing": "monthly"}, "bootstrap": {"enabled": False},
+            "acceptance": {"enabled": False}}
+    fake_state = tmp_path / "fake.json"
+    opts = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)})
+    fake = FakeDriver(state_path=fake_state)
+    ids = automation.up(parse_spec(data), opts).outputs["node_ids"]
+    assert len(fake.subscriptions(ids)) == 2
+
+    with pytest.raises(MetalfleetError) as refused:
+        automation.destroy(parse_spec(data), opts)
+    assert "subscriptions, so nothing was released" in str(refused.value)
+    assert any(i in str(refused.value) for i in ids)
+    assert sorted(n.id for n in fake.list_nodes("e2e-sub")) == sorted(ids)
+
+    opted = {**data, "capacity": {"billing": "monthly", "release_subscriptions": True}}
+    updated = automation.up(parse_spec(opted), opts)
+    assert updated.summary.get("update") == 2 and "replace" not in updated.summary, updated.summary
+    assert updated.outputs["node_ids"] == ids
+
+    gone = automation.destroy(parse_spec(opted), opts)
+    assert gone.summary.get("delete") == 4
+    assert fake.list_nodes("e2e-sub") == [] and fake.subscriptions(ids) == []
+
+
+def test_destroy_unsubscribe_flag_reaches_the_delete(tmp_path: Path, pulumi_home: Path, passphrase: str) -> None:
+    data = {"name": "e2e-sub-flag", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 1,
+            "image": "img-1", "capacity": {"billing": "reserved_1y"}, "bootstrap": {"enabled": False},
+            "acceptance": {"enabled": False}}
+    fake_state = tmp_path / "fake.json"
+    opts = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)})
+    fake = FakeDriver(state_path=fake_state)
+    automation.up(parse_spec(data), opts)
+    flagged = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)},
+                            env={UNSUBSCRIBE_ENV: "1"})
+    assert automation.destroy(parse_spec(data), flagged).summary.get("delete") == 3
+    assert fake.list_nodes("e2e-sub-flag") == []
