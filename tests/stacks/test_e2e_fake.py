@@ -6,6 +6,7 @@ test_e2e_aws.py; this one isolates the engine + dynamic-provider path from any c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from metalfleet.providers import InvalidSpecError, MetalfleetError, parse_spec
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.stacks import automation
+from metalfleet.stacks.automation import StackOptions
 from metalfleet.stacks.dynamic import UNSUBSCRIBE_ENV
 
 from .conftest import stack_options
@@ -64,15 +66,21 @@ def test_missing_passphrase_is_a_clear_error(
     assert exc.value.field == "PULUMI_CONFIG_PASSPHRASE"
 
 
+def _subscription_stack(tmp_path: Path, pulumi_home: Path, name: str, count: int,
+                        billing: str) -> tuple[dict[str, object], StackOptions, FakeDriver]:
+    """A fake cluster bought for a term (bootstrap and acceptance off), its stack options and its fake cloud."""
+    data: dict[str, object] = {"name": name, "provider": "fake", "region": "local-1", "offering": "fake.8xh100",
+                               "count": count, "image": "img-1", "capacity": {"billing": billing},
+                               "bootstrap": {"enabled": False}, "acceptance": {"enabled": False}}
+    fake_state = tmp_path / "fake.json"
+    return (data, stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)}),
+            FakeDriver(state_path=fake_state))
+
+
 def test_destroy_ends_subscriptions_only_when_opted_in(tmp_path: Path, pulumi_home: Path, passphrase: str) -> None:
     """`pulumi destroy` of monthly nodes: refused (naming the nodes) and nothing released until the spec opts in
     (`capacity.release_subscriptions`, an in-place update) or the command does (`metalfleet destroy --unsubscribe`)."""
-    data = {"name": "e2e-sub", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 2,
-            "image": "img-1", "capacity": {"billing": "monthly"}, "bootstrap": {"enabled": False},
-            "acceptance": {"enabled": False}}
-    fake_state = tmp_path / "fake.json"
-    opts = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)})
-    fake = FakeDriver(state_path=fake_state)
+    data, opts, fake = _subscription_stack(tmp_path, pulumi_home, "e2e-sub", 2, "monthly")
     ids = automation.up(parse_spec(data), opts).outputs["node_ids"]
     assert len(fake.subscriptions(ids)) == 2
 
@@ -93,14 +101,8 @@ def test_destroy_ends_subscriptions_only_when_opted_in(tmp_path: Path, pulumi_ho
 
 
 def test_destroy_unsubscribe_flag_reaches_the_delete(tmp_path: Path, pulumi_home: Path, passphrase: str) -> None:
-    data = {"name": "e2e-sub-flag", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 1,
-            "image": "img-1", "capacity": {"billing": "reserved_1y"}, "bootstrap": {"enabled": False},
-            "acceptance": {"enabled": False}}
-    fake_state = tmp_path / "fake.json"
-    opts = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)})
-    fake = FakeDriver(state_path=fake_state)
+    data, opts, fake = _subscription_stack(tmp_path, pulumi_home, "e2e-sub-flag", 1, "reserved_1y")
     automation.up(parse_spec(data), opts)
-    flagged = stack_options(tmp_path, pulumi_home, driver_config={"state_path": str(fake_state)},
-                            env={UNSUBSCRIBE_ENV: "1"})
+    flagged = replace(opts, env={UNSUBSCRIBE_ENV: "1"})
     assert automation.destroy(parse_spec(data), flagged).summary.get("delete") == 3
     assert fake.list_nodes("e2e-sub-flag") == []
