@@ -157,7 +157,8 @@ def idempotency_key(cluster: str, index: int, generation: int = 0) -> str:
     Derived, never random: a re-run of the same order (after a crash, a retry, a second
     ``pulumi up``) presents the same key, so the provider returns the node it already made instead
     of buying another. ``generation`` changes only when a node is deliberately replaced.
-    Kept at 64 characters or fewer (EC2 ClientToken limit).
+    At most 65 characters (a 30-character prefix, index >= 100, generation >= 10); the AWS driver cuts a longer
+    key to EC2's 64-character ClientToken (``providers/aws/request.py``: ``client_token``).
     """
     digest = hashlib.sha256(f"{cluster}\x00{index}\x00{generation}".encode()).hexdigest()[:24]
     prefix = "".join(c for c in cluster if c.isalnum() or c == "-")[:30]

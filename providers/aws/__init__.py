@@ -9,7 +9,7 @@ cloud drivers follow (see ``providers/README.md``):
 ``errors``         EC2 error codes -> the metalfleet error tree; :func:`boundary`, the one place SDK errors
                    are translated
 ``validation``     offline checks of a NodeSpec and the one tag check (no API call)
-``request``        the RunInstances request (deterministic, ClientToken = idempotency key); KMS pre-flight
+``request``        the RunInstances request (deterministic, ClientToken from the idempotency key); KMS pre-flight
 ``network``        the cluster's subnet facts, placement group, security group and SSH rules, Elastic IPs
 ``observe``        the state table, instances -> Nodes, waiting, host keys from the console
 ``offerings``      the catalogue's AWS entries merged with DescribeInstanceTypes
@@ -20,7 +20,8 @@ strategy and a per-cluster security group (all traffic between members, SSH from
 ``network.ssh_ingress_cidrs``; both tagged ``metalfleet:cluster`` and removed with the cluster, never a group
 the spec names), IMDSv2 only, encrypted volumes (the spec's KMS keys are looked up first), tags on the
 instance, its volumes and interfaces, no public IPv4 unless ``public_ip`` (then an Elastic IP), and
-``ClientToken`` = the node's idempotency key, so a re-run returns the instance the first attempt bought.
+``ClientToken`` = the node's idempotency key (cut to EC2's 64 characters with a digest when longer), so a re-run
+returns the instance the first attempt bought. What it sends is listed, cited, in tests/support/reference/ec2.yaml.
 """
 
 from __future__ import annotations

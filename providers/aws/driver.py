@@ -32,6 +32,10 @@ from .validation import check_tags, validate_node_spec
 
 __all__ = ["AwsDriver"]
 
+#: What EC2 answers a launch into a Capacity Block that has not started (RunInstances; EC2 Fleet answers a
+#: capacity error).
+BLOCK_NOT_STARTED = frozenset({"InvalidCapacityReservationState.PendingActivation", "ReservationCapacityExceeded"})
+
 
 class AwsDriver:
     """Order GPU nodes on EC2. Credentials come from the standard AWS chain (env, config, profile, role).
@@ -158,43 +162,60 @@ class AwsDriver:
         try:
             with boundary("RunInstances", zone=net.zone, instance_type=spec.offering):
                 resp = self._ec2().run_instances(**request)
-        except CapacityError as exc:
-            if exc.code == "ReservationCapacityExceeded" and spec.capacity_block and spec.capacity_reservation_id:
+        except (CapacityError, InvalidSpecError) as exc:
+            if exc.code in BLOCK_NOT_STARTED and spec.capacity_block and spec.capacity_reservation_id:
                 self._explain_capacity_block(spec.capacity_reservation_id, exc)
             raise
-        except ConflictError:
-            # The key's first request differs from this one (e.g. the cluster's security group was released
-            # and made again, so its id changed). If what that request bought is gone, say so, as a replay
-            # would: the caller steps to the next generation. A live one is a real conflict.
+        except ConflictError as exc:
+            # IdempotentInstanceTerminated: what the key bought is terminated (EC2 no longer answers a repeated
+            # ClientToken with a terminated instance). IdempotentParameterMismatch: the key's first request
+            # differs from this one (e.g. the cluster's security group was released and made again, so its id
+            # changed). Either way, if what the key bought is gone, say so: the caller steps to the next
+            # generation. A live one is a real conflict.
             gone = self._observer.gone_by_key(spec.idempotency_key)
+            if gone is None and exc.code == "IdempotentInstanceTerminated":
+                gone = self._gone_unlisted(spec, exc)
             if gone is None:
                 raise
-            return gone
+            return self._gone(spec, gone) if exc.code == "IdempotentInstanceTerminated" else gone
         instance = resp["Instances"][0]
         node = self._observer.node(instance)
-        # A repeated ClientToken is answered with the instance that token first bought, which may be
-        # terminated by now, and a RunInstances answer need not say so (the emulator's always says
-        # pending): read the state, with the small DescribeInstanceStatus, so callers see a gone node.
+        # A repeated ClientToken is answered with the instance that token first bought; a RunInstances answer
+        # need not say that it has terminated since (the emulator's always says pending): read the state, with
+        # the small DescribeInstanceStatus, so callers see a gone node.
         state = self._observer.states([node.id]).get(node.id)
         if state:
             node = dataclasses.replace(node, state=NodeState.map(STATE_TABLE, state))
             self._observer.remember(node)
         if node.state.is_gone:
-            reason = str(self.get(node.id).extra.get("state_reason") or "")
-            if "InvalidKMSKey" in reason:
-                # EC2 took the launch and terminated it at once. A key that is usable now means the gone
-                # instance is an earlier launch's (this key's replay): the caller steps to a new generation.
-                problem = self._kms_keys.problem(spec, fresh=True, strict=True)
-                if problem is not None:
-                    raise problem
-            return node
+            return self._gone(spec, node)
         if spec.public_ip:
             ensure_public_ip(self._ec2(), spec, instance)
             return self.get(node.id)
         return node
 
-    def _explain_capacity_block(self, reservation_id: str, exc: CapacityError) -> None:
-        """A Capacity Block shows no available capacity until it starts: say so, naming its start."""
+    def _gone(self, spec: NodeSpec, node: Node) -> Node:
+        """``node``, the key's instance, is gone. One EC2 terminated at launch for its KMS key is an error while
+        the key is still unusable; one that died otherwise (or an earlier launch's) is returned as gone."""
+        reason = str(node.extra.get("state_reason") or (self.get(node.id).extra.get("state_reason")
+                                                        if node.id.startswith("i-") else "") or "")
+        if "InvalidKMSKey" in reason:
+            # EC2 took the launch and terminated it at once. A key that is usable now means the gone
+            # instance is an earlier launch's (this key's replay): the caller steps to a new generation.
+            problem = self._kms_keys.problem(spec, fresh=True, strict=True)
+            if problem is not None:
+                raise problem
+        return node
+
+    def _gone_unlisted(self, spec: NodeSpec, exc: ConflictError) -> Node:
+        """The key bought an instance EC2 says is terminated but no longer lists (terminated instances stay
+        visible for about an hour): a gone node standing for it, so the caller steps to the next generation."""
+        return Node(id=f"terminated:{spec.idempotency_key}", provider=PROVIDER, region=self.region,
+                    state=NodeState.TERMINATED, offering=spec.offering, zone=spec.zone, name=spec.name,
+                    extra={"idempotency_key": spec.idempotency_key, "state_reason": f"{exc.code}: {exc}"})
+
+    def _explain_capacity_block(self, reservation_id: str, exc: MetalfleetError) -> None:
+        """A Capacity Block takes no launch until it starts: say so, naming its start and end."""
         try:
             with boundary("DescribeCapacityReservations"):
                 found = self._ec2().describe_capacity_reservations(CapacityReservationIds=[reservation_id])

@@ -53,7 +53,9 @@ FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
     ("InvalidGroup", "network.security_group_ids"),
     ("InvalidSecurityGroupID", "network.security_group_ids"),
     ("InvalidKeyPair", "key_name"),
+    ("InvalidClientToken", "idempotency_key"),
     ("InvalidCapacityReservationId", "capacity.reservation_id"),
+    ("InvalidCapacityReservationState", "capacity.reservation_id"),
     ("InvalidPlacementGroup", "placement.group_name"),
     ("InvalidKMSKey", "storage.kms_key_id"),
     ("KMS.", "storage.kms_key_id"),
@@ -90,6 +92,9 @@ def translate_client_error(exc: Any, action: str, *, zone: str | None = None,
     if code == "IdempotentParameterMismatch":
         return ConflictError(f"{text} (the node's idempotency key was used before with other settings; "
                              "bump its generation to order a replacement)", **kw)
+    if code == "IdempotentInstanceTerminated":
+        return ConflictError(f"{text} (the instance the node's idempotency key bought is terminated; bump its "
+                             "generation to order a replacement)", **kw)
     field = _field_of(code)
     if field and not code.endswith("LimitExceeded"):
         return InvalidSpecError(text, field=field, **kw)

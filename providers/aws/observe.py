@@ -41,7 +41,8 @@ def node_from_instance(inst: Mapping[str, Any], region: str, host_keys: Sequence
     nics = inst.get("NetworkInterfaces", [])
     placement = inst.get("Placement") or {}
     extra: dict[str, Any] = {
-        "idempotency_key": inst.get("ClientToken") or tags.get(TAG_KEY),
+        # the tag holds the whole key; the ClientToken is cut to 64 characters for a long one
+        "idempotency_key": tags.get(TAG_KEY) or inst.get("ClientToken"),
         "efa_interfaces": sum(1 for n in nics if n.get("InterfaceType") in ("efa", "efa-only")),
         "placement_group": placement.get("GroupName") or None,
         "capacity_reservation_id": inst.get("CapacityReservationId"),

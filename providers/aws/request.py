@@ -6,6 +6,7 @@ ClientToken (its idempotency key) matches the first request and EC2 returns the 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,12 +16,25 @@ from ..models import NodeSpec, VolumeSpec
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME, TAG_PUBLIC_IP
 from .errors import PROVIDER, boundary
 
-__all__ = ["DATA_DEVICES", "USER_DATA_MAX", "KmsKeys", "network_interfaces", "node_tags", "run_instances_request"]
+__all__ = ["CLIENT_TOKEN_MAX", "DATA_DEVICES", "USER_DATA_MAX", "KmsKeys", "client_token", "network_interfaces",
+           "node_tags", "run_instances_request"]
 
 #: Device names given to data volumes that name none, in order.
 DATA_DEVICES = [f"/dev/sd{c}" for c in "fghijklmnopqrstuvwxyz"]
 #: EC2's limit on user data, in bytes.
 USER_DATA_MAX = 16 * 1024
+#: RunInstances ClientToken: "Constraints: Maximum 64 ASCII characters".
+CLIENT_TOKEN_MAX = 64
+
+
+def client_token(key: str) -> str:
+    """The RunInstances ClientToken for idempotency key ``key``: the key itself when EC2 takes it (64 characters
+    at most), else its first 39 characters and a digest of all of it (64, deterministic): a 30-character cluster
+    prefix with a node index of 100 or more and a generation of 10 or more makes a 65-character key."""
+    if len(key) <= CLIENT_TOKEN_MAX:  # keys are ASCII: cluster names are [a-z0-9-]
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return f"{key[:CLIENT_TOKEN_MAX - 25]}-{digest}"
 
 
 def node_tags(spec: NodeSpec) -> dict[str, str]:
@@ -53,7 +67,7 @@ def _ebs(v: VolumeSpec) -> dict[str, Any]:
 def run_instances_request(spec: NodeSpec, *, security_group_ids: Sequence[str], root_device: str,
                           fabric_cards: int) -> dict[str, Any]:
     """The RunInstances arguments for ``spec``: IMDSv2 only, encrypted volumes, tags on the instance, its
-    volumes and interfaces, ClientToken = the idempotency key."""
+    volumes and interfaces, ClientToken from the idempotency key (:func:`client_token`)."""
     tags = [{"Key": k, "Value": v} for k, v in node_tags(spec).items()]
     bdm = [{"DeviceName": root_device, "Ebs": _ebs(spec.root_volume)}]
     bdm += [{"DeviceName": v.device_name or DATA_DEVICES[i], "Ebs": _ebs(v)} for i, v in enumerate(spec.data_volumes)]
@@ -62,7 +76,7 @@ def run_instances_request(spec: NodeSpec, *, security_group_ids: Sequence[str], 
         "InstanceType": spec.offering,
         "MinCount": 1,
         "MaxCount": 1,
-        "ClientToken": spec.idempotency_key,
+        "ClientToken": client_token(spec.idempotency_key),
         "NetworkInterfaces": network_interfaces(spec, security_group_ids, fabric_cards),
         "BlockDeviceMappings": bdm,
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},

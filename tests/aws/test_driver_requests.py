@@ -232,16 +232,18 @@ def test_capacity_block_targeting(driver: AwsDriver, emulator: Ec2Emulator, ec2:
                                         InstancePlatform="Linux/UNIX")["CapacityReservation"]["CapacityReservationId"]
     [spec] = specs.node_specs(driver, "p5.48xlarge", capacity={"billing": "capacity_block", "reservation_id": cr_id,
                                                               "capacity_block": True})
-    # a block is scheduled until its start (the next full hour): EC2 shows no capacity in it until then
+    # a block is scheduled until its start (11:30 UTC): EC2 shows no capacity in it and takes no launch until then
     [block] = ec2.describe_capacity_reservations(CapacityReservationIds=[cr_id])["CapacityReservations"]
     assert (block["State"], block["AvailableInstanceCount"]) == ("scheduled", 0)
+    assert (block["StartDate"].hour, block["StartDate"].minute) == (11, 30)
     with pytest.raises(InvalidSpecError) as early:
         driver.order(spec)
-    assert early.value.field == "capacity.reservation_id" and early.value.code == "ReservationCapacityExceeded"
+    assert early.value.field == "capacity.reservation_id"
+    assert early.value.code == "InvalidCapacityReservationState.PendingActivation"
     assert "scheduled" in str(early.value) and str(offer["StartDate"].year) in str(early.value)
     assert driver.list_nodes(spec.cluster) == []
 
-    emulator.advance_clock(3600)  # past the start
+    emulator.advance_clock((block["StartDate"] - block["CreateDate"]).total_seconds() + 1)  # past the start
     assert ec2.describe_capacity_reservations(CapacityReservationIds=[cr_id])["CapacityReservations"][0][
         "State"] == "active"
     node = driver.order(spec)

@@ -68,7 +68,9 @@ def test_client_token_is_idempotent_across_requests(ec2: Any, emulator: Ec2Emula
         run(ec2, subnet, cluster, cards=2)
     assert code_of(info) == "IdempotentParameterMismatch"
     ec2.terminate_instances(InstanceIds=[first])
-    assert run(ec2, subnet, cluster)["Instances"][0]["InstanceId"] == first  # the token stays used
+    with pytest.raises(ClientError) as dead:  # the token stays used, and EC2 says its instance is gone
+        run(ec2, subnet, cluster)
+    assert code_of(dead) == "IdempotentInstanceTerminated"
     assert with_token(ec2, cluster) == [first]
 
 

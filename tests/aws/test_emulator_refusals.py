@@ -138,7 +138,7 @@ def test_a_capacity_block_is_scheduled_until_its_start(ec2: Any, emulator: Ec2Em
         return cr["State"], cr["AvailableInstanceCount"]
 
     code, message = refused(ec2, subnet, itype="p5.48xlarge", **into)
-    assert code == "ReservationCapacityExceeded" and "scheduled" in message
+    assert code == "InvalidCapacityReservationState.PendingActivation" and "not active yet" in message
     now = emulator.advance_clock((offer["StartDate"] - block["CreateDate"]).total_seconds() + 1)
     assert now >= offer["StartDate"].isoformat()[:19]
     assert state() == ("active", 2)
@@ -146,7 +146,12 @@ def test_a_capacity_block_is_scheduled_until_its_start(ec2: Any, emulator: Ec2Em
     assert state() == ("active", 1)
     ec2.terminate_instances(InstanceIds=[iid])
     assert state() == ("active", 2)
-    emulator.advance_clock(timedelta(hours=24).total_seconds())
+    iid = launch(ec2, subnet, itype="p5.48xlarge", **into)["InstanceId"]
+    emulator.advance_clock(timedelta(hours=23, minutes=31).total_seconds())  # 29 minutes left: EC2 terminates
+    [gone] = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"]
+    assert gone["State"]["Name"] == "terminated"
+    assert state() == ("active", 2)
+    emulator.advance_clock(timedelta(minutes=30).total_seconds())
     assert state() == ("expired", 0)
     code, _ = refused(ec2, subnet, itype="p5.48xlarge", **into)
     assert code == "InvalidCapacityReservationId.NotFound"

@@ -9,7 +9,9 @@ group with that rule; without one, SSH to the host is dropped, as on EC2.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import socket
 import subprocess
 import time
@@ -27,8 +29,10 @@ from metalfleet.bootstrap.ssh import SshOptions
 from metalfleet.providers import NodeState, parse_spec, plan
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.testing import reference
 from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id, start_ec2_emulator
 from metalfleet.testing.hosts.harness import mfshim
+from tests.aws.ec2_wire import answered, signed_call
 from tests.emulators.fixtures import IMAGE, REGION, ZONE, ec2_client
 
 pytestmark = pytest.mark.requires_root("simulated hosts (namespaces, mounts, sshd)")
@@ -189,6 +193,8 @@ def test_driver_pins_the_host_key_from_the_console(emu: Ec2Emulator, key: Path, 
     emu.reset_faults()
     nodes = driver.wait([n.id for n in ordered], NodeState.RUNNING, timeout=30)
     assert emu.calls("GetConsoleOutput") == 2
+    # reference rule console-output-base64: the simulated console is the answer (base64, as EC2 sends it)
+    assert all("console-output-base64" in r.get("rules", []) for r in emu.requests("GetConsoleOutput"))
     hosts = {h["instance_id"]: h for h in emu.sim_hosts()}
     for node in nodes:
         sim = hosts[node.id]
@@ -210,6 +216,12 @@ def test_driver_pins_the_host_key_from_the_console(emu: Ec2Emulator, key: Path, 
     assert "host_keys" not in fresh.get(nodes[0].id).extra
     assert fresh.get(nodes[0].id, host_keys=True).extra["host_keys"] == nodes[0].extra["host_keys"]
     assert fresh.host_keys(nodes[1].id) == tuple(nodes[1].extra["host_keys"])
+    # what GetConsoleOutput answers is what ec2.yaml lists for it (botocore's GetConsoleOutputResult)
+    status, body = signed_call(emu.url, "GetConsoleOutput", {"InstanceId": nodes[0].id})
+    assert status == 200 and answered("GetConsoleOutput", body) == reference.load("ec2").operations[
+        "GetConsoleOutput"].answers
+    output = re.search(r"<output>([^<]+)<", body)
+    assert output and "BEGIN SSH HOST KEY KEYS" in base64.b64decode(output[1]).decode()
 
     for node in nodes:
         driver.release(node.id)
@@ -253,6 +265,7 @@ def test_ssh_reaches_a_host_only_from_where_its_security_groups_allow(emu: Ec2Em
                for i in r["Instances"] for n in i["NetworkInterfaces"] for g in n["Groups"]}
     ssh = [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": CONTROLLER}]}]
     ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=ssh)
+    assert "ssh-by-security-group" in emu.requests("AuthorizeSecurityGroupIngress")[-1].get("rules", [])
     assert _run(a, list(first.extra["host_keys"]), key, tmp_path / "kh", "hostname") == first.id
     ec2.revoke_security_group_ingress(GroupId=group, IpPermissions=ssh)
     assert not _reachable(a, timeout=0.5)

@@ -15,16 +15,23 @@ or from Python, as a subprocess the caller owns::
         ec2.set_faults(throttle=0.3, seed=1)
 
 Extensions over moto 5.2.5 (each one small, each one a thing moto gets wrong or lacks; checked
-against that version: the first two answer an HTML 500 ``NotImplementedError`` there):
+against that version: the first two answer an HTML 500 ``NotImplementedError`` there). Every rule they enforce
+is an entry of the reference table ``tests/support/reference/ec2.yaml`` (rendered as ``ec2.md``), with the
+sentence of the EC2 API Reference, user guide or botocore model it rests on; the code applies it by its id
+(``refuse("id")`` answers the table's code and message, ``RULES.applies("id")`` marks a behaviour) and the
+request log names the rules that decided each call. tests/aws/test_reference.py probes every one.
 
 (a) Placement groups: CreatePlacementGroup / DescribePlacementGroups / DeletePlacementGroup
-    (moto: NotImplementedError, HTML 500). Duplicate names answer InvalidPlacementGroup.Duplicate,
-    unknown names InvalidPlacementGroup.Unknown; RunInstances checks ``Placement.GroupName`` exists and
-    DescribeInstances returns it (moto drops it).
+    (moto: NotImplementedError, HTML 500). Names are unique and up to 255 ASCII characters; a group needs no
+    name (it goes by its id); strategies cluster, spread, partition, precision-time. Unknown names answer
+    InvalidPlacementGroup.Unknown; RunInstances checks ``Placement.GroupName`` exists and DescribeInstances
+    returns it (moto drops it).
 (b) RunInstances ClientToken idempotency (moto stores the token but launches again): a repeated token
     with the same arguments answers the original reservation and buys nothing; different arguments
-    answer IdempotentParameterMismatch (whose message, unlike AWS's, names the differing parameters).
-    Held per account/region for the server's life, across requests.
+    answer IdempotentParameterMismatch (whose message, unlike AWS's, names the differing parameters); a token
+    whose instance is terminated answers IdempotentInstanceTerminated; one over 64 ASCII characters
+    InvalidClientToken. Zonal as on EC2: a request naming its zone (Placement or a subnet) holds its token in
+    that zone only, one naming none in the Region; held for the server's life.
 (c) EFA network cards: each ``NetworkInterfaces`` entry keeps its ``InterfaceType`` (efa) and
     ``NetworkCardIndex`` and is returned by DescribeInstances (moto keys NICs by DeviceIndex alone, so
     31 interfaces at DeviceIndex 1 collapse into one, all typed "interface" on card 0). Like AWS, a launch
@@ -32,12 +39,13 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     with several interfaces is refused (InvalidParameterCombination).
 (d) Capacity reservations: CreateCapacityReservation / DescribeCapacityReservations /
     CancelCapacityReservation, and Capacity Blocks via DescribeCapacityBlockOfferings /
-    PurchaseCapacityBlock (moto: NotImplementedError). RunInstances honours
-    ``CapacityReservationSpecification.CapacityReservationTarget``: the reservation must exist
-    (InvalidCapacityReservationId.NotFound), match type and zone, have room (ReservationCapacityExceeded),
-    and ``InstanceMarketOptions.MarketType=capacity-block`` must go with a Capacity Block reservation;
-    instances report CapacityReservationId/Specification and lifecycle "capacity-block" (moto marks any
-    market option "spot"); terminating gives the slot back.
+    PurchaseCapacityBlock (moto: NotImplementedError), with the parameters the model requires.
+    RunInstances honours ``CapacityReservationSpecification.CapacityReservationTarget``: the reservation must
+    be well formed and exist (InvalidCapacityReservationId.Malformed / .NotFound), match type and zone, have
+    room (ReservationCapacityExceeded), and ``InstanceMarketOptions.MarketType=capacity-block`` goes with a
+    Capacity Block reservation; instances report CapacityReservationId/Specification and lifecycle
+    "capacity-block" (moto marks any market option "spot"); terminating gives the slot back. A Capacity
+    Block cannot be cancelled.
 (e) DescribeInstanceTypes: no change. moto 5.2.5's data was checked and is right for p5.48xlarge
     (8x H100 80 GiB, 32 network cards, 32 EFA), p5en.48xlarge (8x H200 141 GiB, 16 cards, 16 EFA),
     p4de.24xlarge (8x A100 80 GiB, 4 cards) and p4d.24xlarge (8x A100 40 GiB, 4 cards);
@@ -45,7 +53,8 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
 (f) TerminateInstances on an already-terminated instance is a no-op, as on AWS (moto tries to delete
     its network interfaces again and answers InvalidNetworkInterfaceID.NotFound).
 (g) The default VPC's subnets get stable ids, ``default_subnet_id(zone)`` (moto draws random ones at
-    each start), so an example cluster.yaml can name one and run unchanged here.
+    each start), so an example cluster.yaml can name one and run unchanged here. (A test affordance, not a
+    claim about EC2: not in the reference table.)
 (h) Simulated GPU hosts (``--sim-hosts`` / ``start_ec2_emulator(sim_hosts=True)``; off by default, needs
     root): each instance a RunInstances call launches (not an idempotent replay) gets a VM-mode simulated
     host (tests/support/hosts/vm.py, ``boot_vm_host``) for its offering, booted before the answer is sent, whose
@@ -64,10 +73,12 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     StartInstances boots it again, RebootInstances reboots it; TerminateInstances, a state reset and
     the server's exit stop it (processes, mounts, folder).
     Nothing in the product knows: it sees EC2 instances with private IPs, key pairs and console output.
-(i) CreateTags naming an instance id that does not exist answers InvalidInstanceID.NotFound, as on AWS
-    (moto tags the unknown id and answers success).
+(i) CreateTags naming an instance id that does not exist answers InvalidInstanceID.NotFound, a malformed
+    one InvalidID, as on AWS (moto tags the unknown id and answers success).
 (j) RunInstances refuses what AWS refuses about interfaces, from the instance type's own data (moto's
-    DescribeInstanceTypes data, as (e)): a ``NetworkCardIndex`` past the type's network cards
+    DescribeInstanceTypes data, as (e)): an InterfaceType other than interface/efa/efa-only, no primary
+    interface at card 0 device 0 or an EFA-only one there, a subnet or security groups beside
+    NetworkInterfaces (InvalidParameterCombination), a ``NetworkCardIndex`` past the type's network cards
     (InvalidParameterValue), two interfaces at the same NetworkCardIndex/DeviceIndex (InvalidParameterValue),
     more interfaces on a card than it takes (AttachmentLimitExceeded), more EFA interfaces than
     ``EfaInfo.MaximumEfaInterfaces`` (AttachmentLimitExceeded; EFA on a type without EFA: 0 allowed). A
@@ -77,12 +88,14 @@ against that version: the first two answer an HTML 500 ``NotImplementedError`` t
     words); a spread group runs at most 7 instances per zone (pending or running; InvalidParameterValue: AWS
     documents the limit, not the code); a partition group has 1-7 partitions (CreatePlacementGroup answers
     InvalidParameterValue otherwise) and a ``Placement.PartitionNumber`` past them is refused.
-(l) Capacity Block states: a purchased block is ``scheduled`` until its StartDate (the offering's start,
-    the next full hour), ``active`` until its EndDate, then ``expired``. As AWS documents, a block shows
-    AvailableInstanceCount 0 until it starts, so a launch into a scheduled block answers
-    ReservationCapacityExceeded; into an expired or cancelled one, InvalidCapacityReservationId.NotFound
-    ("not active"). The clock these states read can be moved forward (control endpoint ``clock``), so a
-    test can let a block start without waiting an hour; nothing else reads it.
+(l) Capacity Block states: a purchased block is ``scheduled`` until its StartDate (the offering's start:
+    the first 11:30 UTC at least 30 minutes away; it lasts the hours asked, so it ends at 11:30 UTC),
+    ``active`` until its EndDate, then ``expired``. A block shows AvailableInstanceCount 0 unless active; a
+    launch into a scheduled block answers InvalidCapacityReservationState.PendingActivation ("Your Capacity
+    Block is not active yet"), into an expired or cancelled one InvalidCapacityReservationId.NotFound ("not
+    active"). From 30 minutes before its end, its instances are terminated (before the next call is
+    answered). The clock these states read can be moved forward (control endpoint ``clock``), so a test can
+    let a block start or end without waiting; nothing else reads it.
 (m) KMS keys of encrypted volumes (``BlockDeviceMapping.N.Ebs.KmsKeyId``: key id, key ARN, alias or alias
     ARN) are looked up in the same server's KMS (moto's KMS backend, same account and region; create keys
     with a boto3 ``kms`` client on this endpoint). As on AWS, the launch is accepted and answered, and an
@@ -141,6 +154,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import sys
 import threading
 import uuid
@@ -162,6 +176,7 @@ from metalfleet.testing.kit import (
     run_server,
     server_parser,
 )
+from metalfleet.testing.reference import Enforcer
 
 __all__ = ["Ec2Emulator", "default_subnet_id", "start_ec2_emulator"]
 
@@ -209,6 +224,10 @@ EC2_FAULTS = FaultCodes(throttle=Fault("RequestLimitExceeded", 503, "Request lim
                         server_error=Fault("InternalError", 500, "An internal error has occurred."),
                         capacity=Fault("InsufficientInstanceCapacity", 500, "Insufficient capacity."))
 SWITCH = FaultSwitch(EC2_FAULTS, capacity_actions={"RunInstances"})
+#: Every rule the extensions apply, by its id in tests/support/reference/ec2.yaml (its citation, code and message
+#: live there): ``refuse("id", ...)`` for a refusal, ``RULES.applies("id")`` for a behaviour. The request log entry
+#: of the call names each rule that decided it.
+RULES = Enforcer("ec2", SWITCH.note_rule)
 #: (l) The time Capacity Block states are read at: real time, plus what a test advanced it by.
 CLOCK = Clock()
 #: (h) instance id -> its VM-mode simulated host. Enabled by --sim-hosts.
@@ -219,6 +238,14 @@ SSH_RULE_ACTIONS = frozenset({"AuthorizeSecurityGroupIngress", "RevokeSecurityGr
                               "ModifyInstanceAttribute", "StartInstances"})
 #: moto is not written for concurrent requests; calls into it are serialised (latency is not).
 MOTO_LOCK = threading.RLock()
+#: (a) CreatePlacementGroup's strategies (the botocore model's PlacementStrategy enum).
+PLACEMENT_STRATEGIES = ("cluster", "spread", "partition", "precision-time")
+#: (j) RunInstances' NetworkInterface.N.InterfaceType values ("Valid values: interface | efa | efa-only").
+INTERFACE_TYPES = ("interface", "efa", "efa-only")
+#: The forms of the ids the reference names (an id of another form is malformed).
+CR_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+PG_ID = re.compile(r"^pg-[0-9a-f]{17}$")
+INSTANCE_ID = re.compile(r"^i-([0-9a-f]{8}|[0-9a-f]{17})$")
 
 
 def efa_fabric(offering: str, interfaces: Iterable[tuple[str | None, int]]) -> dict[str, Any] | None:
@@ -242,24 +269,31 @@ def efa_fabric(offering: str, interfaces: Iterable[tuple[str | None, int]]) -> d
 
 
 # ---------------------------------------------------------------------------------------------
-# Server side: the moto extensions (a)-(i). Imported only in the server process.
+# Server side: the moto extensions (a)-(o). Imported only in the server process.
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class _Ext:
     """Extension state for one moto EC2 backend (one account/region); reset with the backend."""
 
-    tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # ClientToken -> (reservation, args hash)
-    token_args: dict[str, dict[str, Any]] = field(default_factory=dict)  # ClientToken -> first arguments
+    #: (b) (ClientToken, Availability Zone or None) -> (reservation id, arguments hash): RunInstances idempotency is
+    #: zonal when the request names a zone (Placement or a subnet), regional otherwise
+    tokens: dict[tuple[str, str | None], tuple[str, str]] = field(default_factory=dict)
+    token_args: dict[tuple[str, str | None], dict[str, Any]] = field(default_factory=dict)
     placement_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
     reservation_used: dict[str, int] = field(default_factory=dict)  # capacity reservation -> instances in it
     block_offerings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+#: The backends that have extension state (what the Capacity Block sweep looks at); emptied by a state reset.
+EXT_BACKENDS: dict[int, Any] = {}
+
+
 def _ext(backend: Any) -> _Ext:
     ext = backend.__dict__.get("_metalfleet_ext")
     if ext is None:
         ext = backend.__dict__["_metalfleet_ext"] = _Ext()
+        EXT_BACKENDS[id(backend)] = backend
     return ext  # type: ignore[no-any-return]
 
 
@@ -287,16 +321,47 @@ def _matches(item: dict[str, Any], filters: dict[str, list[str]], fields: dict[s
     return True
 
 
+#: (l) Instances in a Capacity Block are terminated from this long before its end.
+BLOCK_WIND_DOWN = timedelta(minutes=30)
+
+
+def next_block_start(now: datetime) -> datetime:
+    """(l) The start of a Capacity Block offered now: the first 11:30 UTC at least 30 minutes away (blocks that
+    start in the future begin at 11:30 UTC, and offerings can start in as soon as 30 minutes)."""
+    start = now.astimezone(UTC).replace(hour=11, minute=30, second=0, microsecond=0)
+    while start < now + timedelta(minutes=30):
+        start += timedelta(days=1)
+    return start
+
+
 def _refresh_reservation(ext: _Ext, cr: dict[str, Any]) -> dict[str, Any]:
     """(d)/(l) A reservation's state and available count, now (by CLOCK): a Capacity Block is scheduled until
     its start, active until its end, then expired; only an active reservation has capacity to offer."""
     if cr["State"] != "cancelled" and cr["ReservationType"] == "capacity-block":
+        RULES.applies("cb-states")
         now = CLOCK.now()
         end = cr.get("EndDate")
         cr["State"] = "scheduled" if now < cr["StartDate"] else ("expired" if end and now >= end else "active")
     used = ext.reservation_used.get(cr["CapacityReservationId"], 0)
     cr["AvailableInstanceCount"] = max(0, cr["TotalInstanceCount"] - used) if cr["State"] == "active" else 0
     return cr
+
+
+def sweep_capacity_blocks() -> None:
+    """(l) Before each call: the instances of a Capacity Block with 30 minutes or less left are terminated, as EC2
+    begins terminating them then (called with the moto lock held)."""
+    now = CLOCK.now()
+    for backend in list(EXT_BACKENDS.values()):
+        ext = _ext(backend)
+        ending = {cr_id for cr_id, cr in ext.reservations.items()
+                  if cr["ReservationType"] == "capacity-block" and cr["State"] != "cancelled" and cr.get("EndDate")
+                  and now >= cr["EndDate"] - BLOCK_WIND_DOWN and ext.reservation_used.get(cr_id)}
+        if not ending:
+            continue
+        for inst in list(backend.all_instances()):
+            if getattr(inst, "capacity_reservation_id", None) in ending and _live(inst):
+                RULES.applies("cb-terminates-before-end")
+                inst.terminate()
 
 
 #: (n) instance id -> the moto EC2 backend holding it (for its simulated host's SSH rules).
@@ -337,8 +402,9 @@ def sim_ssh_rules() -> None:
         instance = backend.get_instance_by_id(instance_id) if backend is not None else None
         return ssh_sources(backend, instance, int(host.port)) if _live(instance) else None
 
+    if SSH_BACKENDS:
+        RULES.applies("ssh-by-security-group")
     SIM.apply_ssh_rules(sources_for)
-
 
 def install_extensions() -> None:
     from moto.core.responses import ActionResult
@@ -351,25 +417,33 @@ def install_extensions() -> None:
     from moto.ec2.responses import EC2Response
     from moto.ec2.utils import random_eni_attach_id
 
-    def fail(code: str, message: str) -> EC2ClientError:
-        return EC2ClientError(code, message)
+    def refuse(rule_id: str, **fmt: Any) -> EC2ClientError:
+        """The error refusal ``rule_id`` of the reference table answers (its code, message and status)."""
+        code, _status, message = RULES.refusal(rule_id, **fmt)
+        return EC2ClientError(code, message)  # moto answers it with 400, the status of every refusal in the table
 
     def error_500(code: str, message: str) -> tuple[bytes, dict[str, Any]]:
         return ec2_error_body(code, message, str(uuid.uuid4())), {"status": 500}
+
+    def query_keys(self: Any, prefix: str) -> list[str]:
+        return [k for k in self.querystring if k == prefix or k.startswith(prefix + ".")]
 
     # -- (a) placement groups ------------------------------------------------------------------
     def create_placement_group(self: Any) -> ActionResult:
         name = self._get_param("GroupName")
         strategy = self._get_param("Strategy", "cluster")
-        if not name:
-            raise fail("MissingParameter", "The request must contain the parameter GroupName")
-        if strategy not in ("cluster", "spread", "partition"):
-            raise fail("InvalidParameterValue", f"Value ({strategy}) for parameter strategy is invalid.")
+        if strategy not in PLACEMENT_STRATEGIES:
+            raise refuse("pg-strategy-values", strategy=strategy)
+        if name is not None and not (0 < len(name) <= 255 and name.isascii()):
+            raise refuse("pg-name-length", name=name)
         self.error_on_dryrun()
         ext = _ext(self.ec2_backend)
         if name in ext.placement_groups:
-            raise fail("InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
+            raise refuse("pg-name-unique", name=name)
         group_id = _hex_id("pg")
+        if name is None:  # GroupName is optional: the group goes by its id
+            RULES.applies("pg-name-optional")
+            name = group_id
         tags = self._parse_tag_specification().get("placement-group", {})
         pg = {"GroupName": name, "GroupId": group_id, "Strategy": strategy, "State": "available",
               "GroupArn": f"arn:aws:ec2:{self.region}:{self.current_account}:placement-group/{name}",
@@ -377,8 +451,7 @@ def install_extensions() -> None:
         if strategy == "partition":
             pg["PartitionCount"] = int(self._get_param("PartitionCount", 2))
             if not 1 <= pg["PartitionCount"] <= 7:
-                raise fail("InvalidParameterValue", f"Value ({pg['PartitionCount']}) for parameter partitionCount is "
-                           "invalid. A partition placement group has 1-7 partitions per Availability Zone.")
+                raise refuse("pg-partition-count", count=pg["PartitionCount"])
         ext.placement_groups[name] = pg
         return ActionResult({"PlacementGroup": pg})
 
@@ -388,12 +461,14 @@ def install_extensions() -> None:
         ids = self._get_param("GroupIds", [])
         for n in names:
             if n not in ext.placement_groups:
-                raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{n}' is unknown.")
+                raise refuse("describe-pg-unknown-name", name=n)
+        for gid in ids:
+            if not PG_ID.match(str(gid)):
+                raise refuse("describe-pg-malformed-id", group_id=gid)
+            if gid not in {g["GroupId"] for g in ext.placement_groups.values()}:
+                raise refuse("describe-pg-unknown-id", group_id=gid)
         groups = [g for g in ext.placement_groups.values()
                   if (not names or g["GroupName"] in names) and (not ids or g["GroupId"] in ids)]
-        for gid in ids:
-            if gid not in {g["GroupId"] for g in ext.placement_groups.values()}:
-                raise fail("InvalidPlacementGroupId.NotFound", f"The Placement Group ID '{gid}' does not exist.")
         fields = {"group-name": "GroupName", "group-id": "GroupId", "strategy": "Strategy", "state": "State"}
         filters = self._filters_from_querystring()
         return ActionResult({"PlacementGroups": [g for g in groups if _matches(g, filters, fields)]})
@@ -402,10 +477,10 @@ def install_extensions() -> None:
         name = self._get_param("GroupName")
         ext = _ext(self.ec2_backend)
         if name not in ext.placement_groups:
-            raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+            raise refuse("delete-pg-unknown", name=name)
         for inst in self.ec2_backend.all_instances():
             if inst.placement.group_name == name and inst.state != "terminated":
-                raise fail("InvalidPlacementGroup.InUse", f"The Placement Group '{name}' is in use.")
+                raise refuse("delete-pg-in-use", name=name)
         del ext.placement_groups[name]
         return ActionResult({})
 
@@ -413,12 +488,8 @@ def install_extensions() -> None:
     def _new_reservation(self: Any, instance_type: str, zone: str, count: int, platform: str,
                          kind: str, tags: dict[str, str], match: str = "open",
                          end: datetime | None = None, start: datetime | None = None) -> dict[str, Any]:
-        if not instance_type or not zone or count < 1:
-            raise fail("InvalidParameterValue", "InstanceType, AvailabilityZone and InstanceCount >= 1 are required")
-        if not zone.startswith(self.region):
-            raise fail("InvalidParameterValue", f"Invalid availability zone: [{zone}]")
         cr_id = _hex_id("cr")
-        now = datetime.now(UTC)
+        now = CLOCK.now()
         arn = f"arn:aws:ec2:{self.region}:{self.current_account}:capacity-reservation/{cr_id}"
         cr = {"CapacityReservationId": cr_id, "OwnerId": self.current_account, "CapacityReservationArn": arn,
               "InstanceType": instance_type, "InstancePlatform": platform, "AvailabilityZone": zone,
@@ -432,22 +503,39 @@ def install_extensions() -> None:
         ext.reservations[cr_id] = cr
         return _refresh_reservation(ext, cr)
 
+    def zones(self: Any) -> set[str]:
+        return {str(z.name) for z in self.ec2_backend.describe_availability_zones()}
+
     def create_capacity_reservation(self: Any) -> ActionResult:
+        missing = [p for p in ("InstanceType", "InstancePlatform", "InstanceCount") if self._get_param(p) in (None, "")]
+        if missing:
+            raise refuse("create-cr-required", parameter=missing[0])
+        zone = self._get_param("AvailabilityZone")
+        if not zone and not self._get_param("AvailabilityZoneId"):
+            raise refuse("create-cr-zone-required")
+        count = int(self._get_param("InstanceCount"))
+        if not 1 <= count <= 1000:
+            raise refuse("create-cr-count-range", count=count)
+        if zone and zone not in zones(self):
+            raise refuse("create-cr-zone", zone=zone)
         self.error_on_dryrun()
-        cr = _new_reservation(self, self._get_param("InstanceType"), self._get_param("AvailabilityZone"),
-                              int(self._get_param("InstanceCount", 0)),
-                              self._get_param("InstancePlatform", "Linux/UNIX"), "default",
+        cr = _new_reservation(self, self._get_param("InstanceType"), zone or f"{self.region}a", count,
+                              self._get_param("InstancePlatform"), "default",
                               self._parse_tag_specification().get("capacity-reservation", {}),
                               self._get_param("InstanceMatchCriteria", "open"))
         return ActionResult({"CapacityReservation": cr})
+
+    def check_cr_id(cr_id: str) -> None:
+        if not CR_ID.match(str(cr_id)):
+            raise refuse("cr-id-malformed", reservation=cr_id)
 
     def describe_capacity_reservations(self: Any) -> ActionResult:
         ext = _ext(self.ec2_backend)
         ids = self._get_param("CapacityReservationIds", [])
         for cr_id in ids:
+            check_cr_id(cr_id)
             if cr_id not in ext.reservations:
-                raise fail("InvalidCapacityReservationId.NotFound",
-                           f"The capacity reservation ID '{cr_id}' does not exist")
+                raise refuse("describe-cr-unknown", reservation=cr_id)
         fields = {"instance-type": "InstanceType", "availability-zone": "AvailabilityZone", "state": "State",
                   "reservation-type": "ReservationType", "instance-platform": "InstancePlatform"}
         filters = self._filters_from_querystring()
@@ -457,17 +545,35 @@ def install_extensions() -> None:
 
     def cancel_capacity_reservation(self: Any) -> ActionResult:
         cr_id = self._get_param("CapacityReservationId")
-        cr = _ext(self.ec2_backend).reservations.get(cr_id)
+        check_cr_id(cr_id)
+        ext = _ext(self.ec2_backend)
+        cr = ext.reservations.get(cr_id)
         if cr is None:
-            raise fail("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{cr_id}' does not exist")
+            raise refuse("cancel-cr-unknown", reservation=cr_id)
+        if cr["ReservationType"] == "capacity-block":
+            raise refuse("cancel-cr-block", reservation=cr_id)
+        if _refresh_reservation(ext, cr)["State"] != "active":
+            raise refuse("cancel-cr-state", reservation=cr_id, state=cr["State"])
+        self.error_on_dryrun()
+        RULES.applies("cancel-cr-releases")
         cr["State"] = "cancelled"
+        _refresh_reservation(ext, cr)
         return ActionResult({"Return": True})
 
     def describe_capacity_block_offerings(self: Any) -> ActionResult:
-        instance_type = self._get_param("InstanceType")
+        preferences = [p.get("InstanceType") for p in self._get_param("InstanceTypePreferences", []) or []]
+        instance_type = self._get_param("InstanceType") or next((t for t in preferences if t), None)
+        hours_raw = self._get_param("CapacityDurationHours")
+        if hours_raw is None or not instance_type:
+            raise refuse("cb-offerings-required",
+                         parameter="CapacityDurationHours" if hours_raw is None else "InstanceType")
+        hours = int(hours_raw)
+        if not (hours > 0 and hours % 24 == 0 and (hours <= 14 * 24 or (hours % 168 == 0 and hours <= 182 * 24))):
+            raise refuse("cb-offerings-duration", hours=hours)
         count = int(self._get_param("InstanceCount", 1))
-        hours = int(self._get_param("CapacityDurationHours", 24))
-        start = CLOCK.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        if not 1 <= count <= 64:
+            raise refuse("cb-offerings-count", count=count)
+        start = next_block_start(CLOCK.now())
         zone = f"{self.region}a"
         from metalfleet.providers.catalog import load_catalog
         from metalfleet.providers.models import BillingModel
@@ -476,7 +582,7 @@ def install_extensions() -> None:
                      if p.billing == BillingModel.CAPACITY_BLOCK), None)
         if rate is None:  # AWS sells blocks of a few types only: an empty answer, as for any unoffered type
             return ActionResult({"CapacityBlockOfferings": []})
-        digest = hashlib.sha256(f"{instance_type}|{count}|{hours}|{zone}".encode()).hexdigest()[:17]
+        digest = hashlib.sha256(f"{instance_type}|{count}|{hours}|{zone}|{start}".encode()).hexdigest()[:17]
         offering = {"CapacityBlockOfferingId": f"cb-{digest}", "InstanceType": instance_type,
                     "AvailabilityZone": zone, "InstanceCount": count, "StartDate": start,
                     "EndDate": start + timedelta(hours=hours), "CapacityBlockDurationHours": hours,
@@ -487,20 +593,25 @@ def install_extensions() -> None:
 
     def purchase_capacity_block(self: Any) -> ActionResult:
         offering_id = self._get_param("CapacityBlockOfferingId")
+        platform = self._get_param("InstancePlatform")
+        if not offering_id or not platform:
+            raise refuse("cb-purchase-required",
+                         parameter="CapacityBlockOfferingId" if not offering_id else "InstancePlatform")
         offering = _ext(self.ec2_backend).block_offerings.get(offering_id)
         if offering is None:
-            raise fail("InvalidParameterValue", f"Capacity Block offering {offering_id} does not exist")
+            raise refuse("cb-purchase-offering", offering=offering_id)
         self.error_on_dryrun()
         cr = _new_reservation(self, offering["InstanceType"], offering["AvailabilityZone"],
-                              offering["InstanceCount"], self._get_param("InstancePlatform", "Linux/UNIX"),
-                              "capacity-block", self._parse_tag_specification().get("capacity-reservation", {}),
+                              offering["InstanceCount"], platform, "capacity-block",
+                              self._parse_tag_specification().get("capacity-reservation", {}),
                               "targeted", offering["EndDate"], offering["StartDate"])
         return ActionResult({"CapacityReservation": cr})
 
     # -- (b)+(a)+(c)+(d) RunInstances ---------------------------------------------------------
     original_run = EC2Response.run_instances
 
-    def run_zone(self: Any) -> str:
+    def named_zone(self: Any) -> str | None:
+        """The Availability Zone the request names, explicitly (Placement) or by a subnet; None when it names none."""
         zone = self._get_param("Placement.AvailabilityZone")
         if zone:
             return str(zone)
@@ -508,64 +619,90 @@ def install_extensions() -> None:
         for subnet_id in filter(None, subnets):
             with contextlib.suppress(Exception):
                 return str(self.ec2_backend.get_subnet(subnet_id).availability_zone)
-        return f"{self.region}a"
+        return None
+
+    def check_token(self: Any, ext: _Ext, token: str, zone: str | None, digest: str,
+                    args: list[tuple[str, Any]]) -> Any:
+        """(b) The original answer of a repeated ClientToken, or None for a new one; refusals as EC2 refuses."""
+        if len(token) > 64 or not token.isascii():
+            raise refuse("run-token-length", length=len(token))
+        key = (token, zone)
+        if key not in ext.tokens:
+            if any(t == token for t, _ in ext.tokens):
+                RULES.applies("run-token-zonal")  # zonal idempotency: a new launch in this zone
+            return None
+        reservation_id, seen = ext.tokens[key]
+        reservation = self.ec2_backend.reservations[reservation_id]
+        if any(i._state.name == "terminated" for i in reservation.instances):
+            raise refuse("run-token-terminated")
+        if seen != digest:
+            first = ext.token_args.get(key, {})
+            now = dict(args)
+            differ = sorted(k for k in set(first) | set(now) if first.get(k) != now.get(k))
+            raise refuse("run-token-mismatch", differ=", ".join(differ[:8]))
+        RULES.applies("run-token-replay")
+        return ActionResult(reservation)
+
+    def check_reservation(self: Any, ext: _Ext, instance_type: str, zone: str, count: int,
+                          market: str | None) -> dict[str, Any] | None:
+        """(d)/(l) The targeted Capacity Reservation, checked as EC2 checks a launch into it."""
+        target = (self._get_param("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        cr_id = target.get("CapacityReservationId")
+        if not cr_id:
+            if market == "capacity-block":
+                raise refuse("run-cr-block-market-type")
+            return None
+        check_cr_id(cr_id)
+        cr = ext.reservations.get(cr_id)
+        if cr is None:
+            raise refuse("run-cr-exists", reservation=cr_id)
+        state = _refresh_reservation(ext, cr)["State"]
+        if state == "scheduled":
+            raise refuse("run-cr-block-pending", reservation=cr_id, start=cr["StartDate"].isoformat())
+        if state != "active":
+            raise refuse("run-cr-not-active", reservation=cr_id, state=state)
+        if cr["InstanceType"] != instance_type or cr["AvailabilityZone"] != zone:
+            raise refuse("run-cr-attributes-match", reservation=cr_id, cr_type=cr["InstanceType"],
+                         cr_zone=cr["AvailabilityZone"], instance_type=instance_type, zone=zone)
+        if (market == "capacity-block") != (cr["ReservationType"] == "capacity-block"):
+            raise refuse("run-cr-block-market-type")
+        if cr["AvailableInstanceCount"] < count:
+            raise refuse("run-cr-capacity", reservation=cr_id)
+        return cr
 
     def run_instances(self: Any) -> Any:
         ext = _ext(self.ec2_backend)
         token = self._get_param("ClientToken")
+        zone_named = named_zone(self)
         args = sorted((k, v) for k, v in self.querystring.items() if k not in ("ClientToken", "DryRun"))
         digest = hashlib.sha256(repr(args).encode()).hexdigest()
-        if token and token in ext.tokens:
-            reservation_id, seen = ext.tokens[token]
-            if seen != digest:
-                first = ext.token_args.get(token, {})
-                now = dict(args)
-                differ = sorted(k for k in set(first) | set(now) if first.get(k) != now.get(k))
-                raise fail("IdempotentParameterMismatch", "Arguments on this idempotent request are inconsistent "
-                           f"with arguments used in previous request(s). (emulator: {', '.join(differ[:8])} "
-                           "differ)")
-            return ActionResult(self.ec2_backend.reservations[reservation_id])
+        if token is not None:
+            replay = check_token(self, ext, str(token), zone_named, digest, args)
+            if replay is not None:
+                return replay
 
         instance_type = self._get_param("InstanceType", "m1.small")
         count = int(self._get_param("MinCount", 1))
-        zone = run_zone(self)
+        zone = zone_named or f"{self.region}a"
         key_name = self._get_param("KeyName")  # (j) every launch, as on AWS
         if key_name and key_name not in self.ec2_backend.key_pairs:
-            raise fail("InvalidKeyPair.NotFound", f"The key pair '{key_name}' does not exist")
+            raise refuse("run-key-pair-exists", key_name=key_name)
         group = self._get_param("Placement.GroupName")
         if group and group not in ext.placement_groups:
-            raise fail("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
+            raise refuse("run-placement-group-exists", name=group)
         if group:
             check_placement(self, ext.placement_groups[group], zone, count)
         nics = self._get_param("NetworkInterfaces", [])
+        if nics:
+            if self._get_param("SubnetId"):
+                raise refuse("run-nic-subnet-top-level")
+            if query_keys(self, "SecurityGroupId") or query_keys(self, "SecurityGroup"):
+                raise refuse("run-nic-groups-top-level")
         check_interfaces(instance_type, nics)
         if len(nics) > 1 and any(str(n.get("AssociatePublicIpAddress")).lower() == "true" for n in nics):
-            raise fail("InvalidParameterCombination", "The associatePublicIPAddress parameter cannot be specified "
-                       "when launching with multiple network interfaces.")
+            raise refuse("run-nic-public-ip-multi")
         market = self._get_param("InstanceMarketOptions.MarketType")
-        target = (self._get_param("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
-        cr_id = target.get("CapacityReservationId")
-        cr = None
-        if cr_id:
-            cr = ext.reservations.get(cr_id)
-            if cr is not None and _refresh_reservation(ext, cr)["State"] == "scheduled":
-                raise fail("ReservationCapacityExceeded", f"The requested number of instances exceeds the available "
-                           f"capacity of capacity reservation {cr_id}. (emulator: the Capacity Block is scheduled "
-                           f"until {cr['StartDate'].isoformat()})")
-            if cr is None or cr["State"] != "active":
-                raise fail("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{cr_id}' does not "
-                           "exist or is not active")
-            if cr["InstanceType"] != instance_type or cr["AvailabilityZone"] != zone:
-                raise fail("InvalidParameterCombination", f"Capacity reservation {cr_id} is for "
-                           f"{cr['InstanceType']} in {cr['AvailabilityZone']}, not {instance_type} in {zone}.")
-            if (market == "capacity-block") != (cr["ReservationType"] == "capacity-block"):
-                raise fail("InvalidParameterCombination", "MarketType capacity-block must be used with, and only "
-                           "with, a Capacity Block reservation.")
-            if cr["AvailableInstanceCount"] < count:
-                raise fail("ReservationCapacityExceeded", f"The requested number of instances exceeds the "
-                           f"available capacity of capacity reservation {cr_id}.")
-        elif market == "capacity-block":
-            raise fail("MissingParameter", "MarketType capacity-block requires a CapacityReservationTarget.")
+        cr = check_reservation(self, ext, instance_type, zone, count, market)
         public_keys = sim_public_keys(self)
         bad_keys = sorted({str(k) for m in self._get_param("BlockDeviceMappings", [])
                            for k in [((m.get("Ebs") or {}).get("KmsKeyId"))] if k and not kms_usable(self, str(k))})
@@ -577,6 +714,14 @@ def install_extensions() -> None:
                              "your request or choosing a different Availability Zone.")
         result = original_run(self)
         reservation: Any = result.result
+        if group:
+            RULES.applies("run-placement-group-recorded")
+        if len(nics) > 1:
+            RULES.applies("run-nic-no-auto-public-ip")
+        if cr is not None:
+            RULES.applies("run-cr-consumes")
+        else:
+            RULES.applies("run-cr-default-open")
         for inst in reservation.instances:
             if group:
                 inst.placement.group_name = group
@@ -585,7 +730,8 @@ def install_extensions() -> None:
                     nic.public_ip_auto_assign = False
                     nic.public_ip = None
             if cr is not None:
-                ext.reservation_used[str(cr_id)] = ext.reservation_used.get(str(cr_id), 0) + 1
+                cr_id = cr["CapacityReservationId"]
+                ext.reservation_used[cr_id] = ext.reservation_used.get(cr_id, 0) + 1
                 _refresh_reservation(ext, cr)
                 inst.capacity_reservation_id = cr_id
                 inst.capacity_reservation_specification = {"CapacityReservationTarget": {
@@ -593,8 +739,10 @@ def install_extensions() -> None:
             else:
                 inst.capacity_reservation_specification = {"CapacityReservationPreference": "open"}
             if market == "capacity-block":
+                RULES.applies("run-cr-block-lifecycle")
                 inst.lifecycle = "capacity-block"
         if bad_keys:  # (m) accepted, then terminated at once, as EC2 does with an unusable KMS key
+            RULES.applies("run-kms-key-unusable")
             for inst in reservation.instances:
                 inst.terminate()
                 why = "The KMS key provided is in an incorrect state"
@@ -605,9 +753,9 @@ def install_extensions() -> None:
             failed = sim_boot(self, reservation.instances, instance_type, public_keys)
             if failed:
                 return error_500("InternalError", f"An internal error has occurred. (emulator: {failed})")
-        if token:
-            ext.tokens[token] = (reservation.id, digest)
-            ext.token_args[token] = dict(args)
+        if token is not None:
+            ext.tokens[(str(token), zone_named)] = (reservation.id, digest)
+            ext.token_args[(str(token), zone_named)] = dict(args)
         return result
 
     # -- (i) CreateTags checks instance ids ------------------------------------------------------
@@ -615,8 +763,12 @@ def install_extensions() -> None:
 
     def create_tags(self: Any) -> Any:
         for resource_id in self._get_param("Resources", []):
-            if str(resource_id).startswith("i-") and self.ec2_backend.get_instance_by_id(resource_id) is None:
-                raise fail("InvalidInstanceID.NotFound", f"The instance ID '{resource_id}' does not exist")
+            if not str(resource_id).startswith("i-"):
+                continue
+            if not INSTANCE_ID.match(str(resource_id)):
+                raise refuse("create-tags-malformed-id", resource=resource_id)
+            if self.ec2_backend.get_instance_by_id(resource_id) is None:
+                raise refuse("create-tags-unknown-instance", instance=resource_id)
         return original_create_tags(self)
 
     # -- (h) simulated hosts: key pair, boot, private IP, console ---------------------------------
@@ -629,7 +781,7 @@ def install_extensions() -> None:
             return []
         pair = self.ec2_backend.key_pairs.get(key_name)
         if pair is None:
-            raise fail("InvalidKeyPair.NotFound", f"The key pair '{key_name}' does not exist")
+            raise refuse("run-key-pair-exists", key_name=key_name)
         material = pair.material_public
         text = material.decode() if isinstance(material, bytes) else str(material)
         if not text.lstrip().startswith(("ssh-", "ecdsa-", "sk-")):  # ImportKeyPair keeps the blob as sent
@@ -658,8 +810,22 @@ def install_extensions() -> None:
 
     # -- (j) interfaces against the instance type; (k) placement strategies; (m) KMS keys ----------
     def check_interfaces(instance_type: str, nics: list[dict[str, Any]]) -> None:
+        if not nics:
+            return
+        for n in nics:
+            kind = n.get("InterfaceType")
+            if kind is not None and kind not in INTERFACE_TYPES:
+                raise refuse("run-nic-interface-type-values", interface_type=kind)
+        def card_of(n: dict[str, Any]) -> int:
+            return int(n.get("NetworkCardIndex") or 0)
+
+        primary = [n for n in nics if card_of(n) == 0 and int(n.get("DeviceIndex") or 0) == 0]
+        if not primary:
+            raise refuse("run-nic-primary-on-card-0")
+        if primary[0].get("InterfaceType") == "efa-only":
+            raise refuse("run-nic-efa-only-not-primary")
         info = INSTANCE_TYPES.get(instance_type)
-        if not info or not nics:
+        if not info:
             return
         net = info.get("NetworkInfo") or {}
         cards = int(net.get("MaximumNetworkCards") or 1)
@@ -669,43 +835,39 @@ def install_extensions() -> None:
         seen: set[tuple[int, int]] = set()
         on_card: dict[int, int] = {}
         for n in nics:
-            card, device = int(n.get("NetworkCardIndex") or 0), int(n.get("DeviceIndex") or 0)
+            card, device = card_of(n), int(n.get("DeviceIndex") or 0)
             if not 0 <= card < cards:
-                raise fail("InvalidParameterValue", f"Network card index {card} is invalid for instance type "
-                           f"{instance_type}, which has {cards} network card(s) (indices 0-{cards - 1}).")
+                raise refuse("run-nic-card-index-range", card=card, instance_type=instance_type, cards=cards,
+                             last=cards - 1)
             if (card, device) in seen:
-                raise fail("InvalidParameterValue", "Each network interface requires a unique device index: "
-                           f"network card {card} has two interfaces at device index {device}.")
+                raise refuse("run-nic-unique-device-index", card=card, device=device)
             seen.add((card, device))
             on_card[card] = on_card.get(card, 0) + 1
         for card, used in sorted(on_card.items()):
             if per_card.get(card) and used > per_card[card]:
-                raise fail("AttachmentLimitExceeded", f"Interface count {used} exceeds the limit for {instance_type} "
-                           f"network card {card} ({per_card[card]}).")
+                raise refuse("run-nic-card-limit", used=used, instance_type=instance_type, card=card,
+                             limit=per_card[card])
         efa = sum(1 for n in nics if n.get("InterfaceType") in ("efa", "efa-only"))
         if efa > efa_max:
-            raise fail("AttachmentLimitExceeded", f"EFA interface count {efa} exceeds the limit for {instance_type} "
-                       f"({efa_max}).")
+            raise refuse("run-nic-efa-limit", efa=efa, instance_type=instance_type, limit=efa_max)
 
     def check_placement(self: Any, pg: dict[str, Any], zone: str, count: int) -> None:
         name = pg["GroupName"]
         members = [i for i in self.ec2_backend.all_instances()
                    if i.placement.group_name == name and _live(i)]
         if pg["Strategy"] == "cluster":
-            zones = sorted({str(i.placement.zone) for i in members} - {zone})
-            if zones:
-                raise fail("InvalidPlacementGroup.InUse", f"The placement group '{name}' is in use in another "
-                           f"availability zone: {zones[0]}")
+            zones_used = sorted({str(i.placement.zone) for i in members} - {zone})
+            if zones_used:
+                raise refuse("run-placement-cluster-one-zone", name=name, zone=zones_used[0])
         elif pg["Strategy"] == "spread":
             running = [i for i in members if i.placement.zone == zone and i._state.name in ("pending", "running")]
             if len(running) + count > 7:
-                raise fail("InvalidParameterValue", f"Spread placement group '{name}' can run at most 7 instances "
-                           f"per Availability Zone; {zone} has {len(running)} and {count} more were asked for.")
+                raise refuse("run-placement-spread-seven", name=name, zone=zone, running=len(running), count=count)
         elif pg["Strategy"] == "partition":
             number = self._get_param("Placement.PartitionNumber")
             if number is not None and not 1 <= int(number) <= int(pg["PartitionCount"]):
-                raise fail("InvalidParameterValue", f"Partition number {number} is invalid for placement group "
-                           f"'{name}', which has {pg['PartitionCount']} partitions.")
+                raise refuse("run-placement-partition-number", number=number, name=name,
+                             partitions=pg["PartitionCount"])
 
     def kms_usable(self: Any, key_id: str) -> bool:
         """(m) ``key_id`` (id, ARN, alias or alias ARN) names an enabled key in this account and region."""
@@ -727,17 +889,16 @@ def install_extensions() -> None:
             backend.get_security_group_from_name(name) if name else None)
         if group is not None:
             if group.name == "default":
-                raise fail("CannotDelete", f'the specified group: "{group.id}" name: "default" cannot be deleted '
-                           "by a user")
+                raise refuse("delete-sg-default", group=group.id)
             for eni in list(backend.enis.values()):
                 owner = getattr(eni, "instance", None)
                 if (owner is None or _live(owner)) and any(g.id == group.id for g in eni.group_set):
-                    raise fail("DependencyViolation", f"resource {group.id} has a dependent object")
+                    raise refuse("delete-sg-in-use", group=group.id)
             for groups in list(backend.groups.values()):
                 for other in list(groups.values()):
                     if other.id != group.id and any((r.source_group or {}).get("GroupId") == group.id
                                                     for r in [*other.ingress_rules, *other.egress_rules]):
-                        raise fail("DependencyViolation", f"resource {group.id} has a dependent object")
+                        raise refuse("delete-sg-referenced", group=group.id, referrer=other.id)
         return original_delete_sg(self)
 
     original_console = EC2Response.get_console_output
@@ -748,6 +909,7 @@ def install_extensions() -> None:
         if text is None:
             return original_console(self)
         instance = self.ec2_backend.get_instance(instance_id)
+        RULES.applies("console-output-base64")
         return ActionResult({"InstanceId": instance.id, "Timestamp": utcnow(),
                              "Output": Base64EncodedString.from_raw_string(text)})
 
@@ -779,6 +941,8 @@ def install_extensions() -> None:
         primary = [n for n in nic_spec if card(n) == 0]
         others = [n for n in nic_spec if card(n) != 0]
         original_prep(self, primary, private_ip, associate_public_ip, security_groups, ipv6_address_count)
+        if others or any(n.get("InterfaceType") for n in primary):
+            RULES.applies("run-nic-keeps-card-and-type")
         for n in primary:
             if n.get("InterfaceType") and int(n["DeviceIndex"]) in self.nics:
                 self.nics[int(n["DeviceIndex"])].interface_type = n["InterfaceType"]
@@ -812,6 +976,7 @@ def install_extensions() -> None:
 
     def terminate(self: Any) -> Any:
         if self._state.name == "terminated":
+            RULES.applies("terminate-idempotent")
             return type(self._state)(self._state.name, self._state.code)
         previous = original_terminate(self)
         SIM.stop(self.id)
@@ -889,13 +1054,20 @@ def _reset_state() -> None:
 
     get_backend("ec2").reset()
     SSH_BACKENDS.clear()
+    EXT_BACKENDS.clear()
 
 
 def build_app() -> FaultMiddleware:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     install_extensions()
-    return FaultMiddleware(DomainDispatcherApplication(create_backend_app), switch=SWITCH,
+    moto_app = DomainDispatcherApplication(create_backend_app)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        sweep_capacity_blocks()  # (l) under the moto lock, before the call reads any state
+        return moto_app(environ, start_response)
+
+    return FaultMiddleware(app, switch=SWITCH,
                            error_body=_error_reply, clock=CLOCK, sim_hosts=SIM, lock=MOTO_LOCK,
                            after_call=_after_call, reset_state=_reset_state)
 
