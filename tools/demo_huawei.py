@@ -1,17 +1,22 @@
-"""The demo on Huawei Cloud BMS: an Ascend 910B cluster on the local BMS emulator (``main() -> int``).
+"""The demo on Huawei Cloud BMS: a monthly Ascend 910B cluster on the local BMS/BSS emulator (``main() -> int``).
 
-1. start the local BMS emulator (metalfleet.testing.huawei) on 127.0.0.1, checking SDK-HMAC-SHA256 signatures,
-   with a simulated Ascend host behind every server it builds
+1. start the local BMS emulator (metalfleet.testing.huawei) on 127.0.0.1, checking SDK-HMAC-SHA256 signatures and
+   serving the billing API (BSS) beside BMS, with a simulated Ascend host behind every server it builds
 2. make a throwaway SSH key and register it as the example's key pair (``metalfleet-ascend``)
 3. list the Huawei offerings (catalogue facts joined with the BMS flavor list)
-4. order examples/huawei-bms/cluster.yaml through the driver (jobs followed to server ids), print, release
-5. the same cluster as a Pulumi stack on the real engine: `metalfleet up` orders, bootstraps (Ascend driver, CANN,
-   HCCN) and gates it (npu-smi, HCCS, hccn_tool, hccl_test); print the acceptance table; destroy
-6. stop everything it started
+4. order examples/huawei-bms/cluster.yaml through the driver: yearly/monthly servers (the only ones BMS creates),
+   each BSS order followed until it is paid and its server runs
+5. release it: refused without the opt-in (each server's expiry and refund named, nothing ended), then
+   ``metalfleet release --unsubscribe``: every server unsubscribed through BSS and deleted
+6. the same cluster as a Pulumi stack on the real engine: `metalfleet up` orders, bootstraps (Ascend driver, CANN,
+   HCCN) and gates it (npu-smi, HCCS, hccn_tool, hccl_test); print the acceptance table;
+   `metalfleet destroy --unsubscribe`
+7. check nothing is left (no server, no term in BSS, no simulated host) and stop everything it started
 
 Nothing in metalfleet knows it talks to an emulator: the demo sets the SDK's credential variables to the
-emulator's test keys, the project id, and METALFLEET_HUAWEI_BMS_ENDPOINT for this process tree, and runs a copy of
-the example whose ssh paths point into a temporary folder (never ~/.ssh).
+emulator's test keys, the project, account and IAM user ids, METALFLEET_HUAWEI_BMS_ENDPOINT and
+METALFLEET_HUAWEI_BSS_ENDPOINT for this process tree, and runs a copy of the example whose ssh paths point into a
+temporary folder (never ~/.ssh).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from demo import banner, run  # noqa: E402  (tools/demo.py, beside this file)
+from demo import CLI, banner, run, run_json  # noqa: E402  (tools/demo.py, beside this file)
 
 EXAMPLE = ROOT / "examples" / "huawei-bms"
 KEY_PAIR = "metalfleet-ascend"
@@ -46,10 +51,19 @@ def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
     return spec
 
 
+def refused_release(spec: Path, env: dict[str, str]) -> bool:
+    """``metalfleet release`` without the opt-in: it must refuse (exit 2, the subscriptions named) and end nothing."""
+    print(f"$ metalfleet release {spec}", flush=True)
+    proc = subprocess.run([*CLI, "release", str(spec)], env=env, capture_output=True, text=True, check=False)
+    print(proc.stdout + proc.stderr, end="", flush=True)
+    return proc.returncode == 2 and "subscription" in proc.stderr and "--unsubscribe" in proc.stderr
+
+
 def main() -> int:
     from metalfleet.providers.huawei import HuaweiDriver
-    from metalfleet.providers.huawei.driver import ENDPOINT_ENV
-    from metalfleet.testing.huawei import PROJECT_ID, REGION, TEST_AK, TEST_SK, HuaweiEmulator
+    from metalfleet.providers.huawei.billing import BSS_ENDPOINT_ENV
+    from metalfleet.providers.huawei.driver import ENDPOINT_ENV, USER_ID_ENV
+    from metalfleet.testing.huawei import DOMAIN_ID, PROJECT_ID, REGION, TEST_AK, TEST_SK, USER_ID, HuaweiEmulator
 
     if os.geteuid() != 0:
         print("the demo's simulated Ascend hosts need root (namespaces, mounts, sshd): run it as root", file=sys.stderr)
@@ -58,9 +72,11 @@ def main() -> int:
             HuaweiEmulator.start(sim_hosts=True) as bms:
         work = Path(tmp)
         creds = {"HUAWEICLOUD_SDK_AK": TEST_AK, "HUAWEICLOUD_SDK_SK": TEST_SK,
-                 "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID, ENDPOINT_ENV: bms.url}
+                 "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID, "HUAWEICLOUD_SDK_DOMAIN_ID": DOMAIN_ID,
+                 USER_ID_ENV: USER_ID, ENDPOINT_ENV: bms.url, BSS_ENDPOINT_ENV: bms.url}
         env = {**os.environ, **creds, "PULUMI_CONFIG_PASSPHRASE": "demo", "PULUMI_HOME": str(work / "pulumi-home")}
-        banner(f"local Huawei BMS emulator at {bms.url} (signatures checked): every server is a simulated Ascend host")
+        banner(f"local Huawei BMS + BSS emulator at {bms.url} (signatures checked): every server is a simulated "
+               "Ascend host, bought monthly")
 
         banner(f"a throwaway SSH key, registered as the example's key pair ({KEY_PAIR})")
         key = work / "ssh" / KEY_PAIR
@@ -74,23 +90,37 @@ def main() -> int:
         banner("Huawei offerings (catalogue facts + ListBaremetalFlavorDetailExtends)")
         run("offerings", "--provider", "huawei", "--region", REGION, env=env)
 
-        banner("order examples/huawei-bms/cluster.yaml through the driver (CreateBareMetalServers, ShowJobInfos)")
+        banner("order examples/huawei-bms/cluster.yaml through the driver (CreateBareMetalServers prePaid, the BSS "
+               "order and the BMS job followed until each server runs)")
         run("order", str(spec), env=env)
-        run("release", str(spec), env=env)
+
+        banner("release without opting in: refused, each server's expiry and refund named, nothing ended")
+        if not refused_release(spec, env):
+            print("a release without --unsubscribe did not refuse the subscriptions", file=sys.stderr)
+            return 1
+        banner("release --unsubscribe: each server unsubscribed through BSS (CancelResourcesSubscription), then "
+               "deleted by BMS")
+        run("release", str(spec), "--unsubscribe", env=env)
 
         banner("the same cluster as a Pulumi stack (real engine, local file backend): order, bootstrap, gate")
         backend = f"file://{work / 'state'}"
-        run("up", str(spec), "--backend", backend, env=env)
-        run("destroy", str(spec), "--backend", backend, env=env)
+        outputs = run_json("up", str(spec), "--backend", backend, "--json", env=env)["outputs"]
+        banner("acceptance (stack output `acceptance`)")
+        print(outputs["acceptance"])
+        print(f"\naccepted: {', '.join(outputs['accepted_ids'])}", flush=True)
+        banner("destroy --unsubscribe: the stack's servers unsubscribed and deleted")
+        run("destroy", str(spec), "--backend", backend, "--unsubscribe", env=env)
 
-        driver = HuaweiDriver(region=REGION, project_id=PROJECT_ID, endpoint=bms.url, ak=TEST_AK, sk=TEST_SK)
+        driver = HuaweiDriver(region=REGION, project_id=PROJECT_ID, endpoint=bms.url, bss_endpoint=bms.url,
+                              ak=TEST_AK, sk=TEST_SK, domain_id=DOMAIN_ID, user_id=USER_ID)
         left = driver.list_nodes("ascend-910b")
-        if left or bms.sim_hosts():
-            print(f"destroy left behind: {[n.id for n in left]}, {len(bms.sim_hosts())} simulated host(s)",
-                  file=sys.stderr)
+        terms = bms.billing()["resources"]
+        if left or terms or bms.sim_hosts():
+            print(f"left behind: servers {[n.id for n in left]}, BSS terms {sorted(terms)}, "
+                  f"{len(bms.sim_hosts())} simulated host(s)", file=sys.stderr)
             return 1
         calls = bms.stats()["by_action"]
-        banner(f"done: no server or simulated host left; BMS calls: {calls}")
+        banner(f"done: no server, no yearly/monthly term, no simulated host left; BMS/BSS calls: {calls}")
     return 0
 
 

@@ -6,17 +6,20 @@ missing extra surfaces as the registry's install hint. The package follows the A
 
 =================  ===========================================================================================
 ``driver``         :class:`HuaweiDriver`, the contract's methods, each a few lines over the modules below
-``errors``         Huawei error codes (APIGW, BMS) -> the metalfleet error tree; :func:`boundary`
-``validation``     offline checks of a NodeSpec (billing per flavor included) and the one tag check
-``request``        the CreateBareMetalServers body (deterministic name and ``metalfleet:key`` tag)
-``network``        the VPC, subnet, security groups and optional EIP of an order (nothing made per cluster)
-``observe``        the state table, servers -> Nodes, lookups by tag, waiting
+``errors``         Huawei error codes (APIGW, BMS, BSS) -> the metalfleet error tree; :func:`boundary`
+``validation``     offline checks of a NodeSpec (yearly/monthly billing only) and the one tag check
+``request``        the CreateBareMetalServers body (prePaid; deterministic name and ``metalfleet:key`` tag)
+``network``        the VPC, subnet and security groups of an order (nothing made per cluster, no EIP)
+``observe``        the state table, servers -> Nodes, lookups by name (documented filters only), waiting
+``billing``        BSS: an order's status, a server's term and expiry, unsubscribing it
 ``offerings``      the catalogue's Huawei entries joined with ListBaremetalFlavorDetailExtends
 ``jobs``           the asynchronous job API: ShowJobInfos -> server ids, failures -> errors
 =================  ===========================================================================================
 
-BMS has no client token: a re-run finds what an earlier run ordered by the node's ``metalfleet:key`` tag before
-it creates anything, and a create whose answer was lost is looked for again before it is retried.
+BMS has no client token: a re-run finds what an earlier run ordered (ListBareMetalServers by the node's
+deterministic server name, its ``metalfleet:key`` tag compared client-side) before it creates anything, and a
+create whose answer was lost is looked for again before it is retried. BMS creates yearly/monthly (prePaid)
+servers only and deletes none: releasing one unsubscribes it through BSS, and only when the caller opts in.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from .driver import HuaweiDriver
 from .errors import boundary, translate
 from .observe import STATE_TABLE
-from .validation import MAX_TAGS, check_tags, tag_problems
+from .validation import MAX_TAGS, SOLD_BILLING, billing_problem, check_tags, tag_problems
 
-__all__ = ["MAX_TAGS", "STATE_TABLE", "HuaweiDriver", "boundary", "check_tags", "tag_problems", "translate"]
+__all__ = ["MAX_TAGS", "SOLD_BILLING", "STATE_TABLE", "HuaweiDriver", "billing_problem", "boundary", "check_tags",
+           "tag_problems", "translate"]

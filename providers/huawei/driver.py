@@ -1,12 +1,16 @@
 """The Huawei Cloud BMS driver class: the contract's methods, each a few lines over the package's modules.
 
-huaweicloudsdkbms is imported only when a driver is built or used. The SDK's own retries are off
-(``HttpConfig.retry_times = 0``): :mod:`metalfleet.providers.retry` alone decides, and every SDK exception
-leaves through :func:`~metalfleet.providers.huawei.errors.boundary` as a :mod:`metalfleet.providers.errors` error.
+huaweicloudsdkbms and huaweicloudsdkbss are imported only when a driver is built or used. The SDKs' own retries
+are off (``HttpConfig.retry_times = 0``): :mod:`metalfleet.providers.retry` alone decides, and every SDK
+exception leaves through :func:`~metalfleet.providers.huawei.errors.boundary` as a
+:mod:`metalfleet.providers.errors` error.
 
 Credentials: ``ak`` / ``sk`` or the SDK's variables ``HUAWEICLOUD_SDK_AK`` / ``HUAWEICLOUD_SDK_SK``; the project
-id (``project_id`` or ``HUAWEICLOUD_SDK_PROJECT_ID``) is required: without it the SDK first asks IAM for it.
-A pickled driver (a Pulumi dynamic provider's state) holds neither key: the unpickled one reads the variables.
+id (``project_id`` or ``HUAWEICLOUD_SDK_PROJECT_ID``) is required (without it the SDK first asks IAM for it), and
+so are, for ordering and releasing, the account's domain id (``domain_id`` or ``HUAWEICLOUD_SDK_DOMAIN_ID``: BSS
+is a global service, signed for the account) and the IAM user id (``user_id`` or ``METALFLEET_HUAWEI_USER_ID``:
+CreateBareMetalServers requires ``metadata.op_svc_userid``). A pickled driver (a Pulumi dynamic provider's state)
+holds neither key: the unpickled one reads the variables.
 """
 
 from __future__ import annotations
@@ -19,35 +23,53 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..catalog import load_catalog
-from ..contract import OrderProgress
-from ..errors import AuthError, InvalidSpecError, NotFoundError, OperationTimeout, TransientError
+from ..contract import OrderProgress, Subscription, subscription_refusal
+from ..errors import (
+    AuthError,
+    ConflictError,
+    MetalfleetError,
+    NotFoundError,
+    OperationTimeout,
+    ProviderError,
+    SubscriptionError,
+    TransientError,
+)
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_ACCEPTANCE_REASON
-from .errors import PROVIDER, boundary
-from .jobs import follow_job
+from .billing import BSS_ENDPOINT, BSS_ENDPOINT_ENV, CANCELLED, COMPLETED, Billing, subscription_of
+from .errors import PROVIDER, UNSUBSCRIBED, boundary, translate
+from .jobs import show_job
 from .observe import Observer
 from .offerings import Flavors
 from .request import create_request, server_name
 from .validation import check_tags, tag_text, validate_node_spec
 
-__all__ = ["ENDPOINT_ENV", "HuaweiDriver"]
+__all__ = ["ENDPOINT_ENV", "USER_ID_ENV", "HuaweiDriver"]
 
 #: Points every driver built without ``endpoint`` at another BMS endpoint (as AWS_ENDPOINT_URL does for boto3).
 ENDPOINT_ENV = "METALFLEET_HUAWEI_BMS_ENDPOINT"
+#: The IAM user id CreateBareMetalServers requires (``metadata.op_svc_userid``), when ``user_id`` is not given.
+USER_ID_ENV = "METALFLEET_HUAWEI_USER_ID"
+#: ServerDetails ``OS-EXT-STS:task_state`` of a server being deleted (after its unsubscription).
+DELETING = "deleting"
 
 
 class HuaweiDriver:
-    """Order bare-metal GPU and Ascend servers on Huawei Cloud BMS.
+    """Order yearly/monthly bare-metal GPU and Ascend servers on Huawei Cloud BMS, and end them through BSS.
 
     ``endpoint`` (or ``METALFLEET_HUAWEI_BMS_ENDPOINT``) points it at another BMS endpoint, such as the test
-    emulator (default ``https://bms.<region>.myhuaweicloud.com``). ``lost_answer_grace``: after a create call
-    whose answer was lost (a 5xx or a dropped connection), how long to look for the server it may have ordered
-    before failing with the transient error (then retried: the retry looks first, too). ``job_timeout``: how long
-    a create job may take to name its server.
+    emulator (default ``https://bms.<region>.myhuaweicloud.com``); ``bss_endpoint`` (or
+    ``METALFLEET_HUAWEI_BSS_ENDPOINT``) at another BSS endpoint (default the Chinese site's,
+    ``https://bss.myhuaweicloud.com``; an international-site account uses ``https://bss-intl.myhuaweicloud.com``).
+    ``lost_answer_grace``: after a create call whose answer was lost (a 5xx or a dropped connection), how long to
+    look for the server it may have ordered before failing with the transient error (then retried: the retry
+    looks first, too). ``job_timeout``: how long an order may take to be paid and its server to exist.
 
-    BMS has no client token. Ordering is idempotent through the node's identity: a deterministic name and the
-    ``metalfleet:key`` tag (the idempotency key), looked up before every create. Beyond the contract: ``set_tags``
-    (:class:`~metalfleet.providers.contract.TaggingDriver`) and ``host_keys`` (always (): BMS has no console log).
+    BMS has no client token. Ordering is idempotent through the node's identity, found on documented ground: the
+    ListBareMetalServers ``name`` filter with the deterministic server name, and the ``metalfleet:key`` tag
+    compared client-side, looked up before every create. Beyond the contract: ``subscriptions``
+    (:class:`~metalfleet.providers.contract.SubscriptionDriver`: every server is one), ``set_tags``
+    (:class:`~metalfleet.providers.contract.TaggingDriver`) and ``host_keys`` (always (): no console log).
     """
 
     name = PROVIDER
@@ -60,6 +82,9 @@ class HuaweiDriver:
         ak: str | None = None,
         sk: str | None = None,
         *,
+        domain_id: str | None = None,
+        user_id: str | None = None,
+        bss_endpoint: str | None = None,
         poll: float = 5.0,
         lost_answer_grace: float = 60.0,
         job_timeout: float = 900.0,
@@ -68,10 +93,14 @@ class HuaweiDriver:
         read_timeout: float = 60.0,
     ) -> None:
         import huaweicloudsdkbms  # noqa: F401  (fail at construction when the huawei extra is missing)
+        import huaweicloudsdkbss  # noqa: F401
 
         self.region = region
         self.project_id = project_id or os.environ.get("HUAWEICLOUD_SDK_PROJECT_ID")
+        self.domain_id = domain_id or os.environ.get("HUAWEICLOUD_SDK_DOMAIN_ID")
+        self.user_id = user_id or os.environ.get(USER_ID_ENV)
         self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or f"https://bms.{region}.myhuaweicloud.com"
+        self.bss_endpoint = bss_endpoint or os.environ.get(BSS_ENDPOINT_ENV) or BSS_ENDPOINT
         self.poll = float(poll)
         self.lost_answer_grace = float(lost_answer_grace)
         self.job_timeout = float(job_timeout)
@@ -81,18 +110,25 @@ class HuaweiDriver:
         self._ak, self._sk = ak, sk
         self._init_runtime()
 
+    _STATE = ("region", "project_id", "domain_id", "user_id", "endpoint", "bss_endpoint", "poll",
+              "lost_answer_grace", "job_timeout", "pool_size", "connect_timeout", "read_timeout")
+
     def _init_runtime(self) -> None:
         self._client: Any = None
+        self._bss_client: Any = None
         self._lock = threading.Lock()
         self._flavors = Flavors(self._bms, self.region, load_catalog())
         self._observer = Observer(self._bms, self.region)
+        self._billing = Billing(self._bss)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("region", "project_id", "endpoint", "poll", "lost_answer_grace",
-                                              "job_timeout", "pool_size", "connect_timeout", "read_timeout")}
+        return {k: getattr(self, k) for k in self._STATE}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.domain_id = state.get("domain_id") or os.environ.get("HUAWEICLOUD_SDK_DOMAIN_ID")
+        self.user_id = state.get("user_id") or os.environ.get(USER_ID_ENV)
+        self.bss_endpoint = state.get("bss_endpoint") or os.environ.get(BSS_ENDPOINT_ENV) or BSS_ENDPOINT
         self._ak = self._sk = None
         self._init_runtime()
 
@@ -100,6 +136,20 @@ class HuaweiDriver:
         return f"HuaweiDriver(region={self.region!r}, endpoint={self.endpoint!r})"
 
     # -- plumbing --------------------------------------------------------------------------
+    def _keys(self) -> tuple[str, str]:
+        ak = self._ak or os.environ.get("HUAWEICLOUD_SDK_AK")
+        sk = self._sk or os.environ.get("HUAWEICLOUD_SDK_SK")
+        if not ak or not sk:
+            raise AuthError("no Huawei Cloud credentials: set HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or pass "
+                            "ak/sk)", provider=PROVIDER, code="NoCredentials")
+        return ak, sk
+
+    def _config(self) -> Any:
+        from huaweicloudsdkcore.http.http_config import HttpConfig
+
+        return HttpConfig(timeout=(self.connect_timeout, self.read_timeout), retry_times=0,
+                          pool_connections=self.pool_size, pool_maxsize=self.pool_size, user_agent="metalfleet")
+
     def _bms(self) -> Any:
         if self._client is None:
             with self._lock:
@@ -110,26 +160,48 @@ class HuaweiDriver:
     def _build_client(self) -> Any:
         from huaweicloudsdkbms.v1 import BmsClient
         from huaweicloudsdkcore.auth.credentials import BasicCredentials
-        from huaweicloudsdkcore.http.http_config import HttpConfig
 
-        ak = self._ak or os.environ.get("HUAWEICLOUD_SDK_AK")
-        sk = self._sk or os.environ.get("HUAWEICLOUD_SDK_SK")
-        if not ak or not sk:
-            raise AuthError("no Huawei Cloud credentials: set HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or pass "
-                            "ak/sk)", provider=PROVIDER, code="NoCredentials")
+        ak, sk = self._keys()
         if not self.project_id:
             raise AuthError(f"no Huawei Cloud project id for {self.region}: set HUAWEICLOUD_SDK_PROJECT_ID (or pass "
                             "project_id); without it the SDK would ask IAM first", provider=PROVIDER,
                             code="NoProjectId")
-        config = HttpConfig(timeout=(self.connect_timeout, self.read_timeout), retry_times=0,
-                            pool_connections=self.pool_size, pool_maxsize=self.pool_size,
-                            user_agent="metalfleet")
         with boundary("CreateClient"):
             return (BmsClient.new_builder()
                     .with_credentials(BasicCredentials(ak, sk, self.project_id))
                     .with_endpoints([self.endpoint])
-                    .with_http_config(config)
+                    .with_http_config(self._config())
                     .build())
+
+    def _bss(self) -> Any:
+        if self._bss_client is None:
+            with self._lock:
+                if self._bss_client is None:
+                    self._bss_client = self._build_bss_client()
+        return self._bss_client
+
+    def _build_bss_client(self) -> Any:
+        from huaweicloudsdkbss.v2 import BssClient
+        from huaweicloudsdkcore.auth.credentials import GlobalCredentials
+
+        ak, sk = self._keys()
+        if not self.domain_id:
+            raise AuthError("no Huawei Cloud account (domain) id: set HUAWEICLOUD_SDK_DOMAIN_ID (or pass domain_id); "
+                            "BSS, which bills and ends yearly/monthly servers, is a global service signed for the "
+                            "account (without it the SDK would ask IAM first)", provider=PROVIDER, code="NoDomainId")
+        with boundary("BSS CreateClient"):
+            return (BssClient.new_builder()
+                    .with_credentials(GlobalCredentials(ak, sk, self.domain_id))
+                    .with_endpoints([self.bss_endpoint])
+                    .with_http_config(self._config())
+                    .build())
+
+    def _user(self) -> str:
+        if not self.user_id:
+            raise AuthError(f"no Huawei Cloud IAM user id: set {USER_ID_ENV} (or pass user_id; the console's My "
+                            "Credentials page shows it): CreateBareMetalServers requires it as metadata.op_svc_userid",
+                            provider=PROVIDER, code="NoUserId")
+        return self.user_id
 
     # -- offerings and offline validation ----------------------------------------------------
     def offerings(self) -> list[Offering]:
@@ -137,53 +209,93 @@ class HuaweiDriver:
         return self._flavors.offerings()
 
     def validate(self, spec: NodeSpec) -> None:
-        """Check ``spec`` offline (:func:`~metalfleet.providers.huawei.validation.validate_node_spec`)."""
-        validate_node_spec(spec, self.region, self._flavors.names, self._flavors.billing())
+        """Check ``spec`` offline (:func:`~metalfleet.providers.huawei.validation.validate_node_spec`): among the
+        rest, ``capacity.billing`` must be one BMS sells (yearly/monthly only)."""
+        validate_node_spec(spec, self.region, self._flavors.names)
 
     # -- order -----------------------------------------------------------------------------
     def create_request(self, spec: NodeSpec) -> dict[str, Any]:
         """The CreateBareMetalServers body for ``spec`` (deterministic)."""
-        return create_request(spec)
+        return create_request(spec, self._user())
 
     def order(self, spec: NodeSpec) -> Node:
-        """Order one server: validate, look the node's key up (a server found is the answer: nothing is
-        bought twice), CreateBareMetalServers, then follow its job until it names the server.
+        """Order one yearly/monthly server: validate, look the node up (a server found is the answer: nothing is
+        bought twice), CreateBareMetalServers, then wait until its BSS order is completed (paid from the balance
+        and its server opened) and the server exists, following the BMS job to its id.
 
-        A create whose answer is lost may still have been taken: the key is looked up again for
+        A create whose answer is lost may still have been taken: the node is looked up again for
         ``lost_answer_grace`` seconds before the transient error goes to the caller's retry (which looks first).
         """
         from huaweicloudsdkbms.v1 import CreateBareMetalServersRequest
 
         self.validate(spec)
-        found = self._observer.by_key(spec.idempotency_key)
+        found = self._observer.by_key(server_name(spec), spec.idempotency_key)
         if found is not None:
-            return found
+            return self._settled(found)
+        body = self.create_request(spec)
         try:
             with boundary("CreateBareMetalServers", zone=spec.zone, flavor=spec.offering):
-                resp = self._bms().create_bare_metal_servers(CreateBareMetalServersRequest(body=create_request(spec)))
+                resp = self._bms().create_bare_metal_servers(CreateBareMetalServersRequest(body=body))
         except TransientError:
             found = self._await_key(spec, self.lost_answer_grace)
             if found is not None:
-                return found
+                return self._settled(found)
             raise
-        job_id = getattr(resp, "job_id", None)
-        if job_id:
-            job = follow_job(self._bms, str(job_id), timeout=self.job_timeout, poll=self.poll, zone=spec.zone,
-                             flavor=spec.offering, until=lambda j: bool(j.server_ids))
-            if job.server_ids:
-                return self._observer.get(job.server_ids[0])
-        # a prePaid order answers an order id only: its server shows up under the node's key
-        found = self._await_key(spec, self.job_timeout)
-        if found is None:
-            raise OperationTimeout(f"server {server_name(spec)} (order {getattr(resp, 'order_id', None)}) did not "
-                                   f"appear within {self.job_timeout:.0f}s", provider=PROVIDER, code="NoServer")
-        return found
+        server_id = self._await_order(server_name(spec), getattr(resp, "order_id", None),
+                                      getattr(resp, "job_id", None), zone=spec.zone, flavor=spec.offering)
+        return self._observer.get(server_id)
+
+    def _settled(self, node: Node) -> Node:
+        """A server found by its key, once its order is completed (a re-run can find it while it is paid for)."""
+        order_id = node.extra.get("order_id")
+        if node.state != NodeState.PENDING or not order_id:
+            return node
+        self._await_order(node.name or node.id, str(order_id), None, server_id=node.id)
+        return self._observer.get(node.id)
+
+    def _await_order(self, name: str, order_id: str | None, job_id: str | None, *, server_id: str | None = None,
+                     zone: str | None = None, flavor: str | None = None) -> str:
+        """Poll until the BSS order is completed and the server's id is known (from the job's sub-jobs, else from
+        the order's resources); the server's id. A cancelled order or a failed job that named no server is raised
+        as its error; transient errors (throttling) are ridden out until ``job_timeout``."""
+        deadline = time.monotonic() + self.job_timeout
+        completed = order_id is None
+        status: int | None = None
+        while True:
+            try:
+                if job_id and server_id is None:
+                    job = show_job(self._bms(), job_id)
+                    if job.server_ids:
+                        server_id = job.server_ids[0]
+                    elif job.status == "FAIL":
+                        raise translate(job.error_code or "BMS.0006", job.fail_reason or f"job {job_id} failed", 400,
+                                        f"job {job_id} ({job.job_type})", zone=zone, flavor=flavor)
+                if order_id and not completed:
+                    status = self._billing.order_status(order_id)
+                    if status == CANCELLED:
+                        raise ProviderError(f"the BSS order {order_id} of server {name} was cancelled",
+                                            provider=PROVIDER, code="OrderCancelled")
+                    completed = status == COMPLETED
+                if completed and server_id is None and order_id:
+                    opened = self._billing.order_resources(order_id)
+                    server_id = opened[0].resource_id if opened else None
+                if completed and server_id:
+                    return server_id
+            except MetalfleetError as exc:
+                if not exc.retryable or time.monotonic() >= deadline:
+                    raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise OperationTimeout(f"server {name}: its BSS order {order_id} is {status} (5 is completed) and "
+                                       f"its server {'is ' + server_id if server_id else 'not known'} after "
+                                       f"{self.job_timeout:.0f}s", provider=PROVIDER, code="OrderNotCompleted")
+            time.sleep(min(self.poll, remaining))
 
     def _await_key(self, spec: NodeSpec, seconds: float) -> Node | None:
         deadline = time.monotonic() + seconds
         while True:
             try:
-                found = self._observer.by_key(spec.idempotency_key)
+                found = self._observer.by_key(server_name(spec), spec.idempotency_key)
             except TransientError:
                 found = None
             if found is not None or time.monotonic() >= deadline:
@@ -216,11 +328,18 @@ class HuaweiDriver:
         return self._observer.wait(node_ids, state, timeout=timeout, poll=self.poll if poll is None else float(poll),
                                    progress=progress)
 
+    # -- subscriptions -----------------------------------------------------------------------
+    def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:
+        """The yearly/monthly terms BSS holds among ``node_ids`` (ListPayPerUseCustomerResources by resource id):
+        each with its expiry and what unsubscribing refunds as far as the reference says before the fact."""
+        held = self._billing.resources(list(node_ids))
+        return [subscription_of(held[i]) for i in dict.fromkeys(node_ids) if i in held]
+
     # -- tags ------------------------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
         """Add or overwrite ``tags`` on the server (BatchCreateBaremetalServerTags; its other tags are kept);
         NotFoundError for an unknown server. The acceptance gate's reason (free text) is written in the characters
-        Huawei allows in a tag value, cut to 255; every other tag is checked as at order time."""
+        Huawei allows in a tag value, cut to 43; every tag is checked as at order time."""
         from huaweicloudsdkbms.v1 import BatchCreateBaremetalServerTagsRequest
 
         pairs = {str(k): str(v) for k, v in tags.items()}
@@ -239,32 +358,55 @@ class HuaweiDriver:
             self._observer.remember(dataclasses.replace(seen, tags={**seen.tags, **pairs}))
 
     # -- release ---------------------------------------------------------------------------
-    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
-        """DeleteBaremetalServer (its volumes and any EIP with it), then follow the job; a gone server is a no-op.
-        A prePaid server cannot be deleted through BMS (it is unsubscribed in the billing centre): that refusal
-        is an InvalidSpecError naming ``capacity.billing``."""
-        from huaweicloudsdkbms.v1 import DeleteBaremetalServerRequest
-
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
+        """End a server: it is a yearly/monthly term, so only with ``unsubscribe`` (otherwise SubscriptionError,
+        naming its expiry and refund, and nothing changes), by unsubscribing it through BSS
+        (CancelResourcesSubscription, its EVS disks with it); BMS then deletes it. With ``wait``, return once it is
+        gone. Idempotent and safe to re-run after a kill at any point: a gone server is a no-op, one being deleted
+        is waited for, and an unsubscription BSS already took (in progress, or the resource already ended) is not
+        an error."""
         try:
             node = self.get(node_id)
         except NotFoundError:
             return
         if node.state == NodeState.TERMINATED:
             return
-        body = {"servers": [{"id": node_id}], "delete_publicip": True, "delete_volume": True}
-        try:
-            with boundary("DeleteBaremetalServer"):
-                resp = self._bms().delete_baremetal_server(DeleteBaremetalServerRequest(body=body))
-        except NotFoundError:
-            return
-        except InvalidSpecError as exc:
-            if node.extra.get("charging_mode") in ("1", "prePaid"):
-                raise InvalidSpecError(f"server {node_id} is prePaid: BMS deletes only pay-per-use servers; "
-                                       f"unsubscribe it in the billing centre ({exc})", field="capacity.billing",
-                                       value="prePaid", provider=PROVIDER, code=exc.code,
-                                       request_id=exc.request_id) from exc
-            raise
-        if wait and getattr(resp, "job_id", None):
-            follow_job(self._bms, str(resp.job_id), timeout=timeout, poll=self.poll)
+        if node.extra.get("task_state") != DELETING:
+            if not unsubscribe:
+                subs = self.subscriptions([node_id])
+                if subs:
+                    raise SubscriptionError(subscription_refusal(PROVIDER, subs), subscriptions=subs,
+                                            provider=PROVIDER, code="SubscriptionNotReleased")
+                self._not_subscribed(node)
+            elif not self._unsubscribe(node):
+                return
         if wait:
             self.wait([node_id], NodeState.TERMINATED, timeout=timeout)
+
+    def _unsubscribe(self, node: Node) -> bool:
+        """CancelResourcesSubscription of ``node``; False when the server turned out to be gone already."""
+        try:
+            self._billing.unsubscribe(node.id)
+            return True
+        except (NotFoundError, ConflictError) as exc:
+            if exc.code not in UNSUBSCRIBED:
+                raise
+            try:
+                again = self.get(node.id)
+            except NotFoundError:
+                return False
+            if again.state == NodeState.TERMINATED:
+                return False
+            if exc.code == "CBC.99003012" and again.extra.get("task_state") != DELETING:
+                self._not_subscribed(again)  # BSS knows no such resource and BMS is not deleting the server
+            return True
+
+    def _not_subscribed(self, node: Node) -> None:
+        """A live server BSS holds no term for and BMS is not deleting: raise why it cannot be released."""
+        if node.state == NodeState.PENDING:
+            raise TransientError(f"server {node.id} is still being opened: its order "
+                                 f"{node.extra.get('order_id') or '(unknown)'} is not completed, so BSS lists no "
+                                 "term to unsubscribe yet", provider=PROVIDER, code="OrderNotCompleted")
+        raise ProviderError(f"server {node.id} ({node.name}) is not a yearly/monthly resource BSS lists: BMS deletes "
+                            "no yearly/monthly server and the Huawei driver releases servers only by unsubscribing "
+                            "them, so it cannot release this one", provider=PROVIDER, code="NotASubscription")

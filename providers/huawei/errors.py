@@ -1,4 +1,4 @@
-"""Huawei Cloud error codes -> the metalfleet error tree, and the one boundary every BMS call goes through.
+"""Huawei Cloud error codes -> the metalfleet error tree, and the one boundary every BMS and BSS call goes through.
 
 Huawei answers an error as JSON ``{"error_code": "BMS.0001", "error_msg": "..."}`` (the SDK raises
 ``ClientRequestException`` for 4xx and ``ServerResponseException`` for 5xx, with the code, message and the
@@ -10,6 +10,14 @@ messages are not one-to-one and that most calls are asynchronous, so a code may 
 tables therefore hold the codes whose meaning the reference pins, and the translation falls back on the HTTP
 status and on the message: a 4xx whose message says sold out / insufficient resources is a capacity error
 naming the AZ, one naming a quota a quota error (never retried either way).
+
+BSS (the billing API: orders, yearly/monthly resources, unsubscription, the price inquiry) answers ``CBC.*``
+codes, each page of the BSS reference (https://support.huaweicloud.com/api-oce/) listing its own: ``CBC.0100`` /
+``CBC.0101`` a parameter error, ``CBC.0151`` / ``CBC.0155`` access denied, ``CBC.0250`` flow control (429),
+``CBC.0999`` another error (500); ``CBC.30000010`` an invalid (possibly unknown) order, ``CBC.99003012`` an
+unknown resource id, ``CBC.30000067`` a resource already deleted (not found, all three); ``CBC.99003651`` a
+transaction in progress and ``CBC.99003100`` a resource in an order awaiting payment (conflicts: the driver's
+release reads the server again rather than retrying them).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any
 from ..errors import (
     AuthError,
     CapacityError,
+    ConflictError,
     InvalidSpecError,
     MetalfleetError,
     NotFoundError,
@@ -31,19 +40,26 @@ from ..errors import (
     TransientError,
 )
 
-__all__ = ["AUTH", "FIELD_OF_CODE", "INVALID", "PROVIDER", "QUOTA", "SOLD_OUT", "THROTTLE", "TRANSIENT", "boundary",
-           "translate", "translate_sdk_error"]
+__all__ = ["AUTH", "CONFLICT", "FIELD_OF_CODE", "INVALID", "NOT_FOUND", "PROVIDER", "QUOTA", "SOLD_OUT", "THROTTLE",
+           "TRANSIENT", "UNSUBSCRIBED", "boundary", "translate", "translate_sdk_error"]
 
 PROVIDER = "huawei"
 
 #: API gateway (https://support.huaweicloud.com/intl/en-us/devg-apisign/api-sign-errorcode.html): bad signature
 #: or credentials (0301), a user or app the API is not open to (0302, 0303); BMS: role check failed (0004), no
-#: permission or balance (0005); BSS (the price inquiry): access denied (CBC.0151).
-AUTH = frozenset({"APIGW.0301", "APIGW.0302", "APIGW.0303", "BMS.0004", "BMS.0005", "CBC.0151"})
-#: API gateway flow control (HTTP 429).
-THROTTLE = frozenset({"APIGW.0308"})
-#: The service is not available (yet) in the region: retried like a 5xx.
-TRANSIENT = frozenset({"BMS.0002"})
+#: permission or balance (0005); BSS: access denied (CBC.0151), the request is not allowed (CBC.0155).
+AUTH = frozenset({"APIGW.0301", "APIGW.0302", "APIGW.0303", "BMS.0004", "BMS.0005", "CBC.0151", "CBC.0155"})
+#: API gateway flow control (HTTP 429); BSS flow control (CBC.0250, "消息流量控制").
+THROTTLE = frozenset({"APIGW.0308", "CBC.0250"})
+#: The service is not available (yet) in the region: retried like a 5xx; BSS "other error" (CBC.0999, 500).
+TRANSIENT = frozenset({"BMS.0002", "CBC.0999"})
+#: BSS: an invalid (possibly unknown) order, an unknown resource id, a resource already deleted.
+NOT_FOUND = frozenset({"CBC.30000010", "CBC.99003012", "CBC.30000067"})
+#: BSS: a transaction on the resource is in progress; the resource is in an order awaiting payment.
+CONFLICT = frozenset({"CBC.99003651", "CBC.99003100"})
+#: What CancelResourcesSubscription answers for a resource an earlier unsubscription already ended or is ending
+#: (in progress, deleted, no longer listed): the release it was part of goes on.
+UNSUBSCRIBED = frozenset({"CBC.99003651", "CBC.30000067", "CBC.99003012"})
 #: Codes the reference pins to a cluster-spec field -> that field (so the user is told what to fix).
 FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
     ("BMS.0008", "offering"),           # Fail to query flavor [%s]
@@ -70,7 +86,7 @@ def translate(code: str, message: str, status: int, action: str, *, request_id: 
               zone: str | None = None, flavor: str | None = None) -> MetalfleetError:
     """The metalfleet error for a Huawei error answer (or a failed job's ``error_code`` / ``fail_reason``)."""
     kw: dict[str, Any] = {"provider": PROVIDER, "code": code, "request_id": request_id}
-    text = f"Huawei BMS {action}: {message} ({code})"
+    text = f"Huawei {_where(action)}: {message} ({code})"
     if code in THROTTLE or status == 429:
         return RateLimitedError(text, **kw)
     if code in AUTH or (status in (401, 403) and code.startswith("APIGW.")):
@@ -85,6 +101,10 @@ def translate(code: str, message: str, status: int, action: str, *, request_id: 
     field = _field_of(code)
     if field:
         return InvalidSpecError(text, field=field, **kw)
+    if code in NOT_FOUND:
+        return NotFoundError(text, **kw)
+    if code in CONFLICT:
+        return ConflictError(text, **kw)
     if status == 404:
         return NotFoundError(text, **kw)
     if code in TRANSIENT or status >= 500:
@@ -115,11 +135,17 @@ def boundary(action: str, *, zone: str | None = None, flavor: str | None = None)
     except hx.ServiceResponseException as exc:
         raise translate_sdk_error(exc, action, zone=zone, flavor=flavor) from exc
     except (hx.ConnectionException, hx.RequestTimeoutException) as exc:
-        raise TransientError(f"Huawei BMS {action}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
+        raise TransientError(f"Huawei {_where(action)}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
     except hx.ApiValueError as exc:
-        raise InvalidSpecError(f"Huawei BMS {action}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
+        raise InvalidSpecError(f"Huawei {_where(action)}: {exc}", provider=PROVIDER,
+                               code=type(exc).__name__) from exc
     except hx.SdkException as exc:
-        raise ProviderError(f"Huawei BMS {action}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
+        raise ProviderError(f"Huawei {_where(action)}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
     except ValueError as exc:  # an answer the SDK's models could not parse
-        raise TransientError(f"Huawei BMS {action}: unreadable answer ({exc})", provider=PROVIDER,
+        raise TransientError(f"Huawei {_where(action)}: unreadable answer ({exc})", provider=PROVIDER,
                              code="ResponseParseError") from exc
+
+
+def _where(action: str) -> str:
+    """``BSS <op>`` as it is, anything else as a BMS call."""
+    return action if action.startswith("BSS ") else f"BMS {action}"

@@ -1,5 +1,6 @@
-"""BMS's asynchronous jobs: CreateBareMetalServers and DeleteBaremetalServer answer a job id, and ShowJobInfos
-says how the job goes (INIT, RUNNING, SUCCESS, FAIL) with one sub-job per server naming its ``server_id``.
+"""BMS's asynchronous jobs: CreateBareMetalServers answers a job id (beside its order id), and ShowJobInfos says
+how the job goes (INIT, RUNNING, SUCCESS, FAIL; PENDING_PAYMENT while a yearly/monthly order awaits payment) with
+one sub-job per server naming its ``server_id``.
 
 A job that fails carries ``error_code`` / ``fail_reason`` (per sub-job too); they are translated like any
 error answer (:func:`~metalfleet.providers.huawei.errors.translate`), so a job failing for stock is a

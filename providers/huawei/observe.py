@@ -1,9 +1,13 @@
-"""Reading servers back: BMS's answers -> neutral Nodes, the state table, lookups by tag and waiting.
+"""Reading servers back: BMS's answers -> neutral Nodes, the state table, lookups and waiting.
 
-BMS lists a server's tags as ``key=value`` strings (``ServerDetails.tags``), and ListBareMetalServers'
-``tags`` filter answers the servers whose tags hold that string; the driver filters again by the parsed tags,
-so a looser match never adds a node. Deleted servers are not listed (only an administrator may list
-``DELETED``), but reading one by id answers it as DELETED for a while after, as Nova does.
+Every lookup stands on documented ground. The SDK model documents ListBareMetalServers' ``tags`` filter only as
+"裸金属服务器标签: __type_baremetal" (how a tag of one's own is written there, and how it matches, is not said), so
+the driver never filters by tag on the server: a node is found by the documented ``name`` filter with its
+deterministic server name (exact, substring or pattern: any of these readings answers it; the deprecated
+Nova-style listing says it matches fuzzily), its ``metalfleet:key`` tag compared here; a cluster's nodes are every
+listed server (paged by ``limit``/``offset``) whose ``metalfleet:cluster`` tag is the cluster's. BMS lists a
+server's tags as ``key=value`` strings (``ServerDetails.tags``). Deleted servers are not listed (only an
+administrator may list ``DELETED``), but reading one by id answers it as DELETED for a while after, as Nova does.
 
 BMS offers no console log through its API, so there are no host keys from the console: bootstrap pins a
 node's key from known_hosts or at first contact (``ssh.pin_on_first_contact``).
@@ -23,6 +27,7 @@ from ..errors import NotFoundError, OperationTimeout, ProviderError, TransientEr
 from ..models import Node, NodeState
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER, boundary
+from .request import key_tag
 
 __all__ = ["STATE_TABLE", "Observer", "node_from_server", "parse_tags"]
 
@@ -76,10 +81,13 @@ def node_from_server(server: Any, region: str) -> Node:
     status = _get(server, "status")
     extra: dict[str, Any] = {
         "idempotency_key": tags.get(TAG_KEY),
+        "server_name": _get(server, "name"),
         "bms_status": status,
         "vpc_id": vpc_id or (_get(metadata, "vpc_id") if metadata is not None else None),
         "image": _get(_get(server, "image"), "id") if _get(server, "image") is not None else None,
         "charging_mode": _get(metadata, "charging_mode") if metadata is not None else None,
+        "order_id": _get(metadata, "metering_order_id") if metadata is not None else None,
+        "task_state": _get(server, "os_ext_st_stask_state") or _get(server, "OS-EXT-STS:task_state"),
         "key_name": _get(server, "key_name"),
     }
     fault = _get(server, "fault")
@@ -126,8 +134,9 @@ class Observer:
             raise NotFoundError(f"server {node_id} not found in {self.region}", provider=PROVIDER, code="NotFound")
         return self.remember(node_from_server(server, self.region))
 
-    def by_tag(self, key: str, value: str) -> list[Node]:
-        """Every listed (not deleted) server tagged ``key=value``: ListBareMetalServers, page by page."""
+    def servers(self, *, name: str | None = None) -> list[Node]:
+        """Every listed (not deleted) server, or with ``name`` those ListBareMetalServers' ``name`` filter
+        answers for it: page by page (``limit``, ``offset`` the page number from 1)."""
         from huaweicloudsdkbms.v1 import ListBareMetalServersRequest
 
         nodes: list[Node] = []
@@ -135,11 +144,11 @@ class Observer:
         while True:
             with boundary("ListBareMetalServers"):
                 resp = self._bms().list_bare_metal_servers(ListBareMetalServersRequest(
-                    tags=f"{key}={value}", limit=PAGE, offset=page))
+                    name=name, limit=PAGE, offset=page))
             servers = _get(resp, "servers") or []
             for server in servers:
                 node = node_from_server(server, self.region)
-                if node.tags.get(key) == value and node.state != NodeState.TERMINATED:
+                if node.state != NodeState.TERMINATED:
                     nodes.append(self.remember(node))
             total = int(_get(resp, "count") or 0)
             if len(servers) < PAGE or page * PAGE >= total:
@@ -147,12 +156,16 @@ class Observer:
             page += 1
 
     def list_nodes(self, cluster: str) -> list[Node]:
-        nodes = self.by_tag(TAG_CLUSTER, cluster)
+        """The cluster's live servers: every listed server whose ``metalfleet:cluster`` tag is ``cluster``."""
+        nodes = [n for n in self.servers() if n.tags.get(TAG_CLUSTER) == cluster]
         return sorted(nodes, key=lambda n: (n.tags.get(TAG_INDEX, "").zfill(8), n.id))
 
-    def by_key(self, key: str) -> Node | None:
-        """The live server ordered with idempotency key ``key`` (its ``metalfleet:key`` tag), or None."""
-        found = self.by_tag(TAG_KEY, key)
+    def by_key(self, name: str, key: str) -> Node | None:
+        """The live server named ``name`` and ordered with idempotency key ``key`` (its ``metalfleet:key`` tag is
+        :func:`~.request.key_tag` of it), or None."""
+        tag = key_tag(key)
+        found = [n for n in self.servers(name=name) if n.extra.get("server_name") == name
+                 and n.tags.get(TAG_KEY) == tag]
         return min(found, key=lambda n: n.id) if found else None
 
     def states(self, ids: Sequence[str]) -> tuple[dict[str, Node], set[str]]:

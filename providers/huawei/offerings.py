@@ -4,14 +4,15 @@ BMS flavors carry no GPU or NPU fields in the API (a flavor record has vCPUs, RA
 such as the CPU architecture and, per AZ, whether it is on sale), so the catalogue's facts are the offering:
 accelerator model, count and memory, HCCS/NVLink, the RoCE/IB fabric, local NVMe. The flavor list adds what it
 says (vCPUs, memory) and drops a flavor this region does not list; each offering's ``extra`` holds the AZ
-status (``cond:operation:az``) and the billing modes it is sold under.
+status (``cond:operation:az``) and the billing BMS sells it under: yearly/monthly only (CreateBareMetalServers
+creates prePaid servers only; the billing models are :data:`~.validation.SOLD_BILLING`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ..catalog import Catalog
@@ -19,14 +20,10 @@ from ..errors import InvalidSpecError
 from ..models import Offering
 from .errors import PROVIDER, boundary
 
-__all__ = ["BILLING_MODES", "Flavors", "az_status"]
+__all__ = ["CHARGING_MODES", "Flavors", "az_status"]
 
-#: Flavor -> the charging modes it is sold under. BMS flavors are mostly sold yearly/monthly (prePaid); a
-#: flavor listed here with prePaid alone cannot be ordered on demand (refused offline, naming
-#: capacity.billing). Unlisted: both.
-BILLING_MODES: Mapping[str, tuple[str, ...]] = {
-    "physical.kat2e.48xlarge.8.313t": ("postPaid", "prePaid"),
-}
+#: The charging modes BMS creates servers under (CreateBareMetalServers: prePaid only).
+CHARGING_MODES: tuple[str, ...] = ("prePaid",)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -59,9 +56,6 @@ class Flavors:
         """What this driver orders, in the catalogue's order."""
         return [e.name for e in self._catalog.of(PROVIDER, orderable=True)]
 
-    def billing(self) -> dict[str, tuple[str, ...]]:
-        return {name: BILLING_MODES.get(name, ("postPaid", "prePaid")) for name in self.names}
-
     def records(self) -> dict[str, Any]:
         from huaweicloudsdkbms.v1 import ListBaremetalFlavorDetailExtendsRequest
 
@@ -92,7 +86,7 @@ class Flavors:
             vcpus = int(_get(flavor, "vcpus") or 0)
             out.append(dataclasses.replace(
                 base, vcpus=vcpus or base.vcpus, memory_gib=int(_get(flavor, "ram") or 0) // 1024 or base.memory_gib,
-                extra={"billing": list(BILLING_MODES.get(entry.name, ("postPaid", "prePaid"))),
+                extra={"billing": list(CHARGING_MODES),
                        "az_status": az_status(specs),
                        "cpu_arch": _get(specs, "capabilitiescpu_arch") if specs is not None else None,
                        "whole_host": True}))

@@ -23,13 +23,11 @@ from typing import Any
 from ..errors import AuthError, InvalidSpecError, ProviderError
 from ..models import BillingModel
 from ..retry import DEFAULT_POLICY, RetryPolicy
+from .billing import BSS_ENDPOINT, BSS_ENDPOINT_ENV
 from .errors import PROVIDER, boundary
 
 __all__ = ["BSS_ENDPOINT", "BSS_ENDPOINT_ENV", "NOT_PRICED", "SOURCE", "HuaweiPriceInquiry", "hourly_from_answer"]
 
-BSS_ENDPOINT = "https://bss.myhuaweicloud.com"
-#: Points an inquiry built without ``endpoint`` at another BSS endpoint (the test emulator).
-BSS_ENDPOINT_ENV = "METALFLEET_HUAWEI_BSS_ENDPOINT"
 SERVICE_TYPE = "hws.service.type.bms"
 RESOURCE_TYPE = "hws.resource.type.bms"
 #: BSS: "the product you inquired about cannot be found" (the flavor is not priced in the region).

@@ -152,7 +152,7 @@ class Harness:
         if self.kind == "huawei":
             d = huawei_driver(self.emulator)
             return {"kind": "huawei", "region": d.region, "project_id": d.project_id, "endpoint": d.endpoint,
-                    "poll": d.poll, "lost_answer_grace": d.lost_answer_grace}
+                    "bss_endpoint": d.bss_endpoint, "poll": d.poll, "lost_answer_grace": d.lost_answer_grace}
         if self.kind == "alibaba":
             return {"kind": "alibaba", "region": ali.REGION, "endpoint": self.emulator.url, "poll": 0.02}
         return {"kind": "aws", "region": REGION, "endpoint_url": self.emulator.url, "poll": 0.02}

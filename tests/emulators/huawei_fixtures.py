@@ -1,25 +1,42 @@
-"""Pytest fixtures for the Huawei BMS emulator, imported by the conftests that need one.
+"""Pytest fixtures for the Huawei BMS/BSS emulator, imported by the conftests that need one.
 
 One emulator per test session (so one per xdist worker); faults off, counters cleared, stock, quota and job timing
-back to their defaults before every test that uses it. The SDK's credential variables are set to the emulator's
-test keys inside the test process and its children only.
+back to their defaults before every test that uses it. The SDK's credential variables (keys, project, account)
+and the IAM user id are set to the emulator's test values inside the test process and its children only, and so
+is the BSS endpoint (the emulator serves BMS and BSS on one port): a driver a child process builds from a driver
+config without ``bss_endpoint`` reaches the emulator too, never the real billing service.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from metalfleet.testing import usage as areas
-from metalfleet.testing.huawei import FLAVORS, PROJECT_ID, REGION, TEST_AK, TEST_SK, WORLD, ZONES, HuaweiEmulator
+from metalfleet.testing.huawei import (
+    DOMAIN_ID,
+    FLAVORS,
+    PROJECT_ID,
+    REGION,
+    TEST_AK,
+    TEST_SK,
+    USER_ID,
+    WORLD,
+    ZONES,
+    HuaweiEmulator,
+)
 from tests.emulators.running import running_emulator
 
-__all__ = ["FLAVOR", "HUAWEI_ENV", "REGION", "ZONE", "huawei_driver", "huawei_emulator", "huawei_emulator_session",
-           "huawei_spec_data"]
+__all__ = ["BSS_ENV", "FLAVOR", "HUAWEI_ENV", "REGION", "ZONE", "huawei_driver", "huawei_emulator",
+           "huawei_emulator_session", "huawei_spec_data"]
 
-HUAWEI_ENV = {"HUAWEICLOUD_SDK_AK": TEST_AK, "HUAWEICLOUD_SDK_SK": TEST_SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID}
+HUAWEI_ENV = {"HUAWEICLOUD_SDK_AK": TEST_AK, "HUAWEICLOUD_SDK_SK": TEST_SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID,
+              "HUAWEICLOUD_SDK_DOMAIN_ID": DOMAIN_ID, "METALFLEET_HUAWEI_USER_ID": USER_ID}
+#: Where a driver without ``bss_endpoint`` sends its BSS calls (set to the session emulator's URL).
+BSS_ENV = "METALFLEET_HUAWEI_BSS_ENDPOINT"
 ZONE = ZONES[0]
 FLAVOR = next(iter(FLAVORS))
 KEY_PAIR = "metalfleet-test"
@@ -29,7 +46,15 @@ KEY_PAIR = "metalfleet-test"
 def huawei_emulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HuaweiEmulator]:
     with running_emulator(lambda log: HuaweiEmulator.start(log_path=log), tmp_path_factory, "huawei-emulator",
                           HUAWEI_ENV) as emulator:
-        yield emulator
+        saved = os.environ.get(BSS_ENV)
+        os.environ[BSS_ENV] = emulator.url
+        try:
+            yield emulator
+        finally:
+            if saved is None:
+                os.environ.pop(BSS_ENV, None)
+            else:
+                os.environ[BSS_ENV] = saved
 
 
 @pytest.fixture
@@ -45,18 +70,21 @@ def huawei_emulator(huawei_emulator_session: HuaweiEmulator) -> HuaweiEmulator:
 
 
 def huawei_driver(emulator: HuaweiEmulator, **kw: Any) -> Any:
-    """A HuaweiDriver on the emulator (credentials from the environment, as in production)."""
+    """A HuaweiDriver on the emulator, BMS and BSS (credentials, project, account and user id from the
+    environment, as in production)."""
     from metalfleet.providers.huawei import HuaweiDriver
 
     return HuaweiDriver(region=REGION, project_id=PROJECT_ID, endpoint=emulator.url,
-                        **{"poll": 0.02, "lost_answer_grace": 2.0, **kw})
+                        **{"bss_endpoint": emulator.url, "poll": 0.02, "lost_answer_grace": 2.0, **kw})
 
 
 def huawei_spec_data(name: str, count: int, zone: str = ZONE) -> dict[str, Any]:
-    """A cluster spec (as data) the emulator's world accepts."""
+    """A cluster spec (as data) the emulator's world and the real service take: yearly/monthly servers (BMS sells
+    no other), bought monthly and ended early on release (``release_subscriptions``)."""
     return {"name": name, "provider": "huawei", "region": REGION, "zone": zone, "offering": FLAVOR, "count": count,
             "image": WORLD["image_id"],
             "network": {"vpc_id": WORLD["vpc_id"], "subnet_id": WORLD["subnet_id"],
                         "security_group_ids": [WORLD["security_group_id"]]},
+            "capacity": {"billing": "monthly", "release_subscriptions": True},
             "storage": {"kms_key_id": WORLD["kms_key_id"]}, "ssh": {"key_pair": KEY_PAIR},
             "tags": {"owner": "contract-suite"}}

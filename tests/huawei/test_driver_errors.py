@@ -9,6 +9,7 @@ import pytest
 from metalfleet.providers import (
     AuthError,
     CapacityError,
+    ConflictError,
     InvalidSpecError,
     NodeState,
     NotFoundError,
@@ -46,6 +47,14 @@ from tests.emulators.huawei_fixtures import FLAVOR, ZONE, huawei_driver, huawei_
     ("BMS.9999", "Internal server error.", 500, TransientError, None),
     ("BMS.0001", "server x does not exist", 404, NotFoundError, None),
     ("Other.1", "conflict", 409, ProviderError, None),
+    ("CBC.0250", "消息流量控制。", 429, RateLimitedError, None),
+    ("CBC.0151", "访问拒绝。", 403, AuthError, None),
+    ("CBC.0999", "其他错误。", 500, TransientError, None),
+    ("CBC.30000010", "无效订单(可能是订单不存在),不能进行操作。", 400, NotFoundError, None),
+    ("CBC.99003012", "资源ID不存在。", 400, NotFoundError, None),
+    ("CBC.30000067", "资源已被删除或者资源未被纳管,不支持退订。", 400, NotFoundError, None),
+    ("CBC.99003651", "交易正在进行中,不可以退订。", 400, ConflictError, None),
+    ("CBC.0100", "参数错误。", 400, InvalidSpecError, None),
 ])
 def test_translation_table(code: str, message: str, status: int, kind: type, field: str | None) -> None:
     exc = translate(code, message, status, "Call", request_id="r1", zone="cn-southwest-2a", flavor="f")
@@ -62,7 +71,7 @@ def test_wrong_secret_is_refused_by_the_gateway_and_never_retried(huawei_emulato
                        poll=0.02)
     with pytest.raises(AuthError) as info:
         RetryPolicy(attempts=5, base=0.001, cap=0.01).call(bad.offerings)
-    assert info.value.code == "APIGW.0301" and "signature does not match" in str(info.value)
+    assert info.value.code == "APIGW.0301" and "verify aksk signature fail" in str(info.value)
     assert info.value.request_id
     assert huawei_emulator.calls("ListBaremetalFlavorDetailExtends") == 1, "auth errors are not retried"
     assert [r["status"] for r in huawei_emulator.requests()] == [401]
@@ -138,9 +147,10 @@ def test_a_failed_job_fails_the_order_with_its_reason(huawei_emulator: HuaweiEmu
     with pytest.raises(ProviderError) as info:
         order_cluster(driver, specs, timeout=20, policy=RetryPolicy(attempts=2, base=0.001, cap=0.01))
     assert "sold out" in str(info.value) and "ERROR" in str(info.value)
-    [failed] = driver.list_nodes("err-job")  # an ERROR server is still there (and billed): release removes it
+    [failed] = driver.list_nodes("err-job")  # an ERROR server is still there (and billed): release ends it
     assert failed.state == NodeState.ERROR and failed.extra["state_reason"].endswith("sold out.")
-    assert release_cluster(driver, "err-job") == [failed.id]
+    assert [s.node_id for s in driver.subscriptions([failed.id])] == [failed.id]
+    assert release_cluster(driver, "err-job", unsubscribe=True) == [failed.id]
     assert driver.list_nodes("err-job") == []
 
 
@@ -162,4 +172,4 @@ def _last_job(emulator: HuaweiEmulator) -> str:
     """The job the driver followed last (ShowJobInfos' path, as the emulator logged it)."""
     paths = [r for r in emulator.requests() if r["action"] == "ShowJobInfos"]
     assert paths, "the driver followed no job"
-    return str(paths[-1]["params"]["job_id"])
+    return str(paths[-1]["params"]["path"]["job_id"])

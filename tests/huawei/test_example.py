@@ -1,9 +1,11 @@
 """`pulumi up` of examples/huawei-bms (two Ascend 910B servers) with the real engine, our language host, and the
-BMS emulator with simulated hosts: ordered over HTTP with signatures checked, bootstrapped over SSH (Ascend
-driver, CANN, HCCN, the NVMe RAID) and gated; a second `up` changes nothing; refresh keeps it; destroy leaves
-nothing. The only changes to the example are its ssh paths (a throwaway key, registered in the emulator as the
-example's key pair, and a known_hosts file in tmp) and the driver's endpoint (stack config, as a user points it
-at another endpoint); the keys come from the environment, as in production."""
+BMS/BSS emulator with simulated hosts: ordered monthly over HTTP with signatures checked (each BSS order followed
+until it is paid), bootstrapped over SSH (Ascend driver, CANN, HCCN, the NVMe RAID) and gated; a second `up`
+changes nothing; refresh keeps it; destroy without the opt-in ends nothing, and with it (`metalfleet destroy
+--unsubscribe` sets its variable) unsubscribes every server and leaves nothing. The only changes to the example
+are its ssh paths (a throwaway key, registered in the emulator as the example's key pair, and a known_hosts file in
+tmp) and the driver's BMS and BSS endpoints (stack config, as a user points it at other endpoints); the keys and
+ids come from the environment, as in production."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from metalfleet.stacks.dynamic import UNSUBSCRIBE_ENV
 from metalfleet.stacks.engine import engine_env
-from metalfleet.testing.huawei import PROJECT_ID, TEST_AK, TEST_SK, HuaweiEmulator
+from metalfleet.testing.huawei import DOMAIN_ID, PROJECT_ID, TEST_AK, TEST_SK, USER_ID, HuaweiEmulator
 from tests.stacks.projects import link_test_environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-huawei"),
@@ -67,12 +70,15 @@ def _project(tmp_path: Path, bms: HuaweiEmulator) -> Project:
     (dest / "cluster.yaml").write_text(text)
     env = {**os.environ, **engine_env(), "PULUMI_HOME": str(tmp_path / "home"),
            "PULUMI_CONFIG_PASSPHRASE": "e2e-passphrase", "HUAWEICLOUD_SDK_AK": TEST_AK,
-           "HUAWEICLOUD_SDK_SK": TEST_SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID}
+           "HUAWEICLOUD_SDK_SK": TEST_SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID,
+           "HUAWEICLOUD_SDK_DOMAIN_ID": DOMAIN_ID, "METALFLEET_HUAWEI_USER_ID": USER_ID}
+    env.pop(UNSUBSCRIBE_ENV, None)
     p = Project(dest, env, tmp_path / "state", known_hosts)
     p.state.mkdir()
     p.pulumi("login", f"file://{p.state}")
     p.pulumi("stack", "init", "e2e")
     p.pulumi("config", "set", "--path", "metalfleet:driverConfig.endpoint", bms.url)
+    p.pulumi("config", "set", "--path", "metalfleet:driverConfig.bss_endpoint", bms.url)
     p.pulumi("config", "set", "--path", "metalfleet:driverConfig.poll", "0.2")
     return p
 
@@ -85,7 +91,8 @@ def _servers(bms: HuaweiEmulator, cluster: str) -> dict[str, dict[str, str]]:
     """The cluster's live servers as the emulator lists them (through the driver's own read path)."""
     from metalfleet.providers.huawei import HuaweiDriver
 
-    driver = HuaweiDriver(region="cn-southwest-2", project_id=PROJECT_ID, endpoint=bms.url, ak=TEST_AK, sk=TEST_SK)
+    driver = HuaweiDriver(region="cn-southwest-2", project_id=PROJECT_ID, endpoint=bms.url, bss_endpoint=bms.url,
+                          ak=TEST_AK, sk=TEST_SK, domain_id=DOMAIN_ID, user_id=USER_ID)
     return {n.id: dict(n.tags) for n in driver.list_nodes(cluster)}
 
 
@@ -117,8 +124,12 @@ def test_up_bootstraps_and_accepts_then_noop_refresh_destroy(tmp_path: Path, bms
     project.pulumi("refresh", "--yes", "--skip-preview")
     project.pulumi("preview", "--expect-no-changes")
 
+    refused = project.pulumi("destroy", "--yes", "--skip-preview", check=False)
+    assert refused.returncode != 0 and "--unsubscribe" in refused.stdout + refused.stderr
+    assert sorted(_servers(bms, spec.name)) == sorted(ids), "a refused destroy ends nothing"
+    project.env[UNSUBSCRIBE_ENV] = "1"  # what `metalfleet destroy --unsubscribe` sets for the engine
     project.pulumi("destroy", "--yes", "--skip-preview")
     assert _servers(bms, spec.name) == {}
-    assert bms.sim_hosts() == []
+    assert bms.sim_hosts() == [] and bms.billing()["resources"] == {}
     state = "\n".join(p.read_text(errors="replace") for p in project.state.rglob("*") if p.is_file())
     assert state and TEST_SK not in state
