@@ -23,6 +23,7 @@ from .catalog import ANY_REGION, Catalog, CatalogOffering, load_catalog
 from .errors import InvalidSpecError, MetalfleetError
 from .models import BillingModel, Interconnect, Price
 from .requirements import HOURS_PER_MONTH, HOURS_PER_YEAR, PlanRequirements, load_requirements, parse_requirements
+from .spec import billing_problem
 
 __all__ = ["HOURS_PER_MONTH", "CostLine", "InfeasiblePlanError", "Option", "Plan", "PlanRequirements",
            "Rejected", "cluster_spec_for", "load_requirements", "parse_requirements", "plan", "spec_yaml"]
@@ -352,6 +353,9 @@ def _option(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering, reg
     terms = entry.billing_terms
     if terms.prepaid_only and billing not in (BillingModel.MONTHLY, *_TERM_HOURS):
         return "sold prepaid only"
+    unsold = billing_problem(entry.provider, billing)
+    if unsold:  # priced, but not orderable so: the emitted spec would be refused
+        return unsold
     if billing == BillingModel.CAPACITY_BLOCK and terms.block_max_instances and nodes > terms.block_max_instances:
         return f"a Capacity Block holds at most {terms.block_max_instances} instances; the job needs {nodes}"
     rate = req.rate(price.currency)

@@ -21,7 +21,8 @@ from .tags import TAG_CLUSTER, TAG_INDEX, TAG_NAME, TAG_PREFIX
 from .textfile import BadFileError, read_text_file, shorten
 from .yamlfile import parse_yaml
 
-__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "load_spec", "load_yaml", "parse_spec", "validation_error"]
+__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "billing_problem", "load_spec", "load_yaml", "parse_spec",
+           "validation_error"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -272,6 +273,14 @@ class ClusterSpec(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _billing_sold(self) -> ClusterSpec:
+        """A billing model the platform does not sell is refused here, naming capacity.billing, before any call."""
+        problem = billing_problem(self.provider, self.capacity.billing)
+        if problem:
+            raise _bad(".capacity.billing", self.capacity.billing.value, problem)
+        return self
+
+    @model_validator(mode="after")
     def _offering_or_requirements(self) -> ClusterSpec:
         if not self.offering and not self.requirements:
             raise ValueError("give either 'offering' (a node type name) or 'requirements'")
@@ -324,6 +333,27 @@ class ClusterSpec(_Strict):
             tags={**self.all_tags(), TAG_INDEX: str(index), TAG_NAME: f"{self.name}-{index}"},
             generation=generation,
         )
+
+
+def billing_problem(provider: str, billing: BillingModel) -> str | None:
+    """Why ``provider`` does not sell ``billing`` (each driver's own table), or None when it does."""
+    sold: tuple[BillingModel, ...]
+    if provider == "huawei":
+        from .huawei.validation import billing_problem as huawei_billing_problem
+
+        return huawei_billing_problem(billing)
+    if provider == "alibaba":
+        from .alibaba.validation import BILLING as sold
+    elif provider == "aws":
+        from .aws.validation import SOLD_BILLING as sold
+    elif provider == "ipmi":
+        sold = (BillingModel.ON_DEMAND,)
+    else:
+        return None
+    if billing in sold:
+        return None
+    return (f"{provider} does not sell {billing.value} nodes through metalfleet: capacity.billing must be one of "
+            f"{', '.join(b.value for b in sold)}")
 
 
 def validation_error(exc: ValidationError, heading: str, *, prefix: str = "",

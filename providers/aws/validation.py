@@ -33,7 +33,10 @@ SPREAD_MAX_PER_ZONE = 7
 #: Partition placement: at most this many partitions per Availability Zone.
 PARTITIONS_MAX = 7
 _STRATEGIES = ("cluster", "spread", "partition")
-_BILLING = (BillingModel.ON_DEMAND, BillingModel.RESERVED_1Y, BillingModel.RESERVED_3Y, BillingModel.CAPACITY_BLOCK)
+#: The billing models the AWS driver orders (spot is not ordered; monthly terms are not sold).
+SOLD_BILLING = (BillingModel.ON_DEMAND, BillingModel.RESERVED_1Y, BillingModel.RESERVED_3Y,
+                BillingModel.CAPACITY_BLOCK)
+_BILLING = SOLD_BILLING
 
 # -- tags ---------------------------------------------------------------------------------------
 #: At most this many tags per EC2 resource, metalfleet's own included.

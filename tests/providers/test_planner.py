@@ -69,7 +69,7 @@ SMALL = catalogue(
                                "big.a100": {"on_demand": 1.0}}},
                 block_storage_gib_month=0.1, shared_storage_gib_month=0.2, egress_gib=0.05),
      price_list("alibaba", {"r2": {"ebm.h100": {"on_demand": 50.0, "monthly": 20000.0 / 730}}}, currency="CNY"),
-     price_list("huawei", {"r3": {"pcie.h100": {"on_demand": 4.0}}}, currency="USD")])
+     price_list("huawei", {"r3": {"pcie.h100": {"monthly": 4.0}}}, currency="USD")])
 
 
 def test_the_cheapest_feasible_option_wins_and_the_sums_are_hand_checked() -> None:
@@ -157,6 +157,16 @@ def test_fabric_any_warns_instead_of_refusing() -> None:
     assert {o.provider for o in listed.options} == {"alibaba"}
     single = plan(req(gpus=8, gpu="H100", providers=["huawei"]), SMALL, today=TODAY)  # one node: no fabric needed
     assert single.feasible and single.best.nodes == 1
+
+
+def test_a_priced_billing_model_the_platform_does_not_sell_is_refused_with_why() -> None:
+    cat = catalogue([offering("huawei", "bms.h100")],
+                    [price_list("huawei", {"r3": {"bms.h100": {"on_demand": 4.0, "monthly": 3.0}}}, currency="USD")])
+    result = plan(req(gpu="H100", providers=["huawei"], cluster={"image": "img-1"}), cat, today=TODAY)
+    assert [o.billing.value for o in result.options] == ["monthly"]
+    [refused] = [r for r in result.rejected if r.billing is not None]
+    assert refused.billing.value == "on_demand" and "yearly/monthly (prePaid) servers only" in refused.reason
+    assert result.cluster_spec()["capacity"]["billing"] == "monthly"
 
 
 def test_capacity_blocks_bill_whole_blocks_and_warn_when_shorter_than_the_run() -> None:
