@@ -1,8 +1,10 @@
 """`make demo PROVIDER=alibaba`: the main job on a local emulated Alibaba Cloud.
 
-1. start the local ECS emulator (tests/support/alibaba.py: ACS3 signatures checked, as ECS checks them) on
-   127.0.0.1, with a simulated GPU host (8x H20, the eRDMA devices of the ERIs it attached) behind every
-   instance, and the local EC2 emulator beside it for the offerings table
+1. start the local ECS emulator (tests/support/alibaba.py: V3 and RPC signatures checked, and every request held to
+   the ECS reference table, tests/support/reference/alibaba-ecs.yaml: the ERIs' vSwitch and security group in the
+   Primary interface only, as the RunInstances reference allows) on 127.0.0.1, with a simulated GPU host (8x H20,
+   the eRDMA devices of the ERIs it attached) behind every instance, and the local EC2 emulator beside it for the
+   offerings table
 2. make a throwaway SSH key and import it as the example's key pair (``metalfleet-h20``), and make the example's
    KMS key known to the emulator
 3. list normalised GPU offerings of AWS and Alibaba side by side
@@ -78,8 +80,8 @@ def main() -> int:
         for var in ("AWS_PROFILE", "ALIBABA_CLOUD_SECURITY_TOKEN"):
             env.pop(var, None)
         os.environ.update({k: env[k] for k in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")})
-        banner(f"local Alibaba Cloud ECS emulator at {ecs.url} (ACS3 signatures checked): every instance it makes "
-               "is a simulated 8x H20 host with eRDMA")
+        banner(f"local Alibaba Cloud ECS emulator at {ecs.url} (signatures and requests checked against the ECS "
+               "reference): every instance it makes is a simulated 8x H20 host with eRDMA")
 
         banner(f"a throwaway SSH key, imported as the example's key pair ({KEY_PAIR}); its KMS key made known")
         key = work / "ssh" / KEY_PAIR

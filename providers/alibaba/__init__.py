@@ -3,19 +3,21 @@ the other EBM GPU families in the catalogue, with eRDMA interfaces (ERI) where t
 
 ``import metalfleet.providers.alibaba`` imports no SDK: ``alibabacloud-ecs20140526`` loads when a driver is
 built, so a missing ``metalfleet[alibaba]`` extra surfaces as the registry's install hint. The package follows
-the AWS driver's anatomy (``providers/README.md``):
+the AWS driver's anatomy (``providers/README.md``); what it sends is held to the ECS reference table
+(``tests/support/reference/alibaba-ecs.yaml``):
 
 =================  ===========================================================================================
 ``driver``         :class:`AlibabaDriver`, the contract's methods, each a few lines over the modules below
 ``errors``         ECS error codes -> the metalfleet error tree; :func:`boundary`, the one place SDK errors
                    are translated
 ``validation``     offline checks of a NodeSpec and the one tag check (no API call)
-``request``        the RunInstances parameters (deterministic, ClientToken = idempotency key, ERIs, encrypted
-                   disks, HttpTokens=required, tags)
+``request``        the RunInstances parameters (deterministic, ClientToken = idempotency key, ERIs with the vSwitch
+                   and groups in the Primary interface only, encrypted disks, HttpTokens=required, tags)
 ``network``        the vSwitch's zone and VPC, the cluster's deployment set and security group
 ``observe``        the state table, instances -> Nodes, waiting, host keys from the console
 ``offerings``      the catalogue's Alibaba entries merged with DescribeInstanceTypes; billing constraints
 ``pricing``        DescribePrice (CNY, pay-as-you-go hourly, a prepaid month / 730 h) for ``catalogue refresh``
+``subscription``   PrePaid nodes: their ExpiredTime, what ending one early refunds, the conversion's ClientToken
 =================  ===========================================================================================
 """
 

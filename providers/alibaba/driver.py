@@ -8,6 +8,8 @@ every SDK exception leaves through :func:`~metalfleet.providers.alibaba.errors.b
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import os
 import re
 import threading
@@ -15,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..catalog import load_catalog
-from ..contract import OrderProgress
-from ..errors import ConflictError, InvalidSpecError, NotFoundError
+from ..contract import OrderProgress, Subscription, subscription_refusal
+from ..errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError, SubscriptionError
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_ACCEPTANCE_REASON
 from .errors import PROVIDER, boundary
@@ -24,6 +26,7 @@ from .network import ClusterNetwork, Net, cluster_resources, delete_cluster_reso
 from .observe import Observer
 from .offerings import InstanceTypes, eri_count
 from .request import run_instances_request
+from .subscription import conversion_token, is_subscription, subscription_of
 from .validation import check_tags, validate_node_spec
 
 __all__ = ["ENDPOINT_ENV", "AlibabaDriver"]
@@ -33,6 +36,10 @@ __all__ = ["ENDPOINT_ENV", "AlibabaDriver"]
 ENDPOINT_ENV = "ALIBABA_CLOUD_ECS_ENDPOINT"
 #: ECS tag values hold at most this many characters.
 REASON_MAX = 128
+#: ModifyInstanceChargeType answers these when the conversion to pay-as-you-go was already done (a re-run after a
+#: kill): the instance is read again and the release goes on if it is pay-as-you-go now.
+_CONVERTED = frozenset({"InvalidInstanceChargeType.ValueNotSupported", "InvalidParameter.NotMatch"})
+log = logging.getLogger(__name__)
 
 
 def _snake(action: str) -> str:
@@ -48,7 +55,8 @@ class AlibabaDriver:
     the test emulator: ``http://127.0.0.1:PORT`` (scheme: the protocol) or ``host:port`` (HTTPS).
 
     Beyond the contract: ``set_tags`` (TagResources), the cluster resources (a security group and a deployment
-    set per cluster) and ``host_keys`` (GetInstanceConsoleOutput).
+    set per cluster), ``host_keys`` (GetInstanceConsoleOutput) and ``subscriptions`` (which nodes are PrePaid,
+    until when, and what ending them early refunds).
     """
 
     name = PROVIDER
@@ -214,24 +222,75 @@ class AlibabaDriver:
         if seen is not None:
             self._observer.remember(dataclasses.replace(seen, tags={**seen.tags, **pairs}))
 
+    # -- subscriptions (SubscriptionDriver) ---------------------------------------------------
+    def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:
+        """The unexpired subscriptions (PrePaid instances) among ``node_ids``, each with its ExpiredTime and what
+        converting it refunds; pay-as-you-go, expired and released nodes are left out (DescribeInstances)."""
+        found = self._observer.by_ids(list(dict.fromkeys(node_ids)))
+        return [s for s in (subscription_of(found[i]) for i in node_ids if i in found) if s is not None]
+
     # -- release ---------------------------------------------------------------------------
-    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0) -> None:
+    def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
         """DeleteInstances (Force: a running instance is stopped first) and, with ``wait``, until ECS no longer
-        lists it. Releasing a released or unknown node is a no-op."""
+        lists it. Releasing a released or unknown node is a no-op.
+
+        ECS releases pay-as-you-go instances and expired subscriptions (with TerminateSubscription). An unexpired
+        subscription (PrePaid) is a SubscriptionError naming it, its ExpiredTime and what converting refunds,
+        and nothing changes, unless ``unsubscribe``: then it is converted to pay-as-you-go first
+        (ModifyInstanceChargeType, with a ClientToken of its own: once, however often this is re-run) and
+        released. Every step reads the instance first, so a re-run after a kill finds it converted, releasing or
+        gone and finishes the job."""
         try:
             node = self.get(node_id)
         except NotFoundError:
             return
         if node.state == NodeState.TERMINATED:
             return
+        terminate = False
+        if is_subscription(node):
+            sub = subscription_of(node)
+            if sub is None:
+                terminate = True  # its term ran out: ECS releases it as it is (so may an earlier run have)
+            elif not unsubscribe:
+                raise SubscriptionError(subscription_refusal(PROVIDER, [sub]), subscriptions=[sub], provider=PROVIDER,
+                                        code="SubscriptionNotReleased")
+            else:
+                terminate = self._to_pay_as_you_go(node, timeout)
+        params: dict[str, Any] = {"RegionId": self.region, "InstanceId": [node_id], "Force": True, "ForceStop": True}
+        if terminate:
+            params["TerminateSubscription"] = True
         try:
-            self._call("DeleteInstances", {"RegionId": self.region, "InstanceId": [node_id], "Force": True,
-                                           "ForceStop": True})
+            self._call("DeleteInstances", params)
         except NotFoundError:
             self._observer.gone(node_id)
             return
         if wait:
             self.wait([node_id], NodeState.TERMINATED, timeout=timeout)
+
+    def _to_pay_as_you_go(self, node: Node, timeout: float) -> bool:
+        """Convert subscription ``node`` to pay-as-you-go, as ModifyInstanceChargeType requires: the instance
+        Running or Stopped (waited for when it is starting or stopping), AutoPay (the default, said), the fee
+        details asked for (logged). True when ECS says its term has run out meanwhile (then it is released as
+        an expired subscription)."""
+        if node.state in (NodeState.PENDING, NodeState.STOPPING):
+            target = NodeState.RUNNING if node.state == NodeState.PENDING else NodeState.STOPPED
+            node = self.wait([node.id], target, timeout=timeout)[0]
+        try:
+            resp = self._call("ModifyInstanceChargeType", {
+                "RegionId": self.region, "InstanceIds": json.dumps([node.id]), "InstanceChargeType": "PostPaid",
+                "AutoPay": True, "IsDetailFee": True, "ClientToken": conversion_token(node.id)})
+        except MetalfleetError as exc:
+            if exc.code == "ExpiredInstance":
+                return True
+            if exc.code not in _CONVERTED or self.get(node.id).extra.get("charge_type") != "PostPaid":
+                raise
+            return False
+        for fee in (resp.get("FeeOfInstances") or {}).get("FeeOfInstance") or []:
+            log.info("ECS converted %s to pay-as-you-go: fee %s %s", fee.get("InstanceId"), fee.get("Fee"),
+                     fee.get("Currency"))
+        self._observer.remember(dataclasses.replace(node, extra={**node.extra, "charge_type": "PostPaid",
+                                                                 "expired_time": None}))
+        return False
 
     # -- cluster resources (ClusterResourcesDriver) ----------------------------------------
     def prepare_cluster(self, spec: NodeSpec) -> list[str]:

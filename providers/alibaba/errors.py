@@ -50,7 +50,9 @@ QUOTA = ("QuotaExceed", "QuotaExceeded", "InstanceQuotaExceed", "OperationDenied
 #: The resource is in a state the call does not fit (an instance still starting, a group in use).
 STATE = frozenset({"IncorrectInstanceStatus", "IncorrectInstanceStatus.Initializing", "IncorrectStatus",
                    "DependencyViolation", "InvalidOperation.InstanceStatus", "OperationDenied.InstanceStatus",
-                   "InvalidOperation.ResourceInUse"})
+                   "InvalidOperation.ResourceInUse", "DependencyViolation.NotEmpty",
+                   "InvalidStatus.ValueNotSupported", "ExpiredInstance", "ChargeTypeViolation",
+                   "InvalidInstanceChargeType.ValueNotSupported", "InvalidOperation.DeletionProtection"})
 IDEMPOTENT_MISMATCH = frozenset({"IdempotentParameterMismatch", "IdempotenceParamNotMatch",
                                  "IdempotentProcessing"})
 #: Error code prefix -> the cluster-spec field it is about (so the user is told what to fix).
@@ -66,9 +68,13 @@ FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
     ("InvalidKeyPair", "ssh.key_pair"),
     ("InvalidKMSKeyId", "storage.kms_key_id"),
     ("InvalidKmsKeyId", "storage.kms_key_id"),
+    ("InvalidParameter.KMSKeyId", "storage.kms_key_id"),
+    ("InvalidParameter.EncryptedIllegal", "storage.encrypted"),
     ("InvalidDeploymentSetId", "placement.group_name"),
     ("InvalidDeploymentSet", "placement.group_name"),
     ("InvalidParameter.DeploymentSet", "placement.group_name"),
+    ("DeploymentSet.NotFound", "placement.group_name"),
+    ("InvalidParameter.Mismatch", "network.subnet_id"),
     ("InvalidSystemDiskCategory", "storage.root.type"),
     ("InvalidDataDiskCategory", "storage.data"),
     ("InvalidDataDiskSize", "storage.data"),
@@ -78,9 +84,23 @@ FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
     ("InvalidNetworkInterfaceTrafficMode", "offering"),
     ("InvalidZoneId", "zone"),
     ("InvalidUserData", "user_data"),
+    ("InvalidHostName", "name"),
+    ("InvalidInstanceName", "name"),
+    ("InvalidTagKey", "tags"),
+    ("InvalidTagValue", "tags"),
+    ("InvalidTagCount", "tags"),
+    ("Duplicate.TagKey", "tags"),
+    ("InstanceDiskNumber", "storage.data"),
+    ("InvalidHttpTokens", "metadata"),
+    ("InvalidHttpEndpoint", "metadata"),
 )
-_INVALID = ("InvalidParameter", "MissingParameter", "InvalidParam", "UnsupportedParameter", "InvalidInstanceChargeType",
-            "InvalidSpotStrategy", "InvalidPeriod")
+#: Refusals of a request's own form (a value out of range, a parameter missing or in conflict): InvalidSpecError.
+_INVALID = ("InvalidParameter", "MissingParameter", "MissingParamter", "InvalidParam", "UnsupportedParameter",
+            "InvalidInstanceChargeType", "InvalidSpotStrategy", "InvalidSpotPrepaid", "InvalidPeriod",
+            "InvalidClientToken", "InvalidMinAmount", "InvalidInternetChargeType", "InvalidInternetMaxBandwidthOut",
+            "InvalidIpProtocol", "InvalidIpPortRange", "InvalidSourceGroupId", "InvalidDescription",
+            "InvalidDeploymentSetName", "InvalidPublicKeyBody", "NumberExceed", "InvalidSystemDiskSize",
+            "InvalidDataDiskSize", "InvalidPriceUnit", "InvalidVersion")
 
 
 def _field_of(code: str) -> str | None:

@@ -151,10 +151,15 @@ def _security_groups(call: Call, region: str, **filters: Any) -> list[dict[str, 
             return out
 
 
+def _source_field(cidr: str) -> str:
+    return "Ipv6SourceCidrIp" if ":" in cidr else "SourceCidrIp"
+
+
 def ensure_security_group(call: Call, region: str, cluster: str, vpc_id: str, ssh_cidrs: Sequence[str] = (),
                           ssh_port: int = 22) -> str:
     """The cluster's own group in ``vpc_id``: all traffic between members (eRDMA) and SSH from ``ssh_cidrs``, no
-    more: SSH rules of this group that the spec no longer lists are revoked."""
+    more: SSH rules of this group that the spec no longer lists are revoked. Rules go as ``Permissions.N`` (the
+    top-level IpProtocol, PortRange ... fields are deprecated in the reference)."""
     name = security_group_name(cluster)
     found = [g for g in _security_groups(call, region, VpcId=vpc_id, SecurityGroupName=name, Tag=_cluster_tag(cluster))
              if g.get("SecurityGroupName") == name]
@@ -174,9 +179,9 @@ def ensure_security_group(call: Call, region: str, cluster: str, vpc_id: str, ss
                                                        "Direction": "ingress"})
         perms = (attr.get("Permissions") or {}).get("Permission") or []
     if not any(p.get("SourceGroupId") == group_id and str(p.get("IpProtocol")).upper() == "ALL" for p in perms):
-        call("AuthorizeSecurityGroup", {"RegionId": region, "SecurityGroupId": group_id, "IpProtocol": "ALL",
-                                        "PortRange": "-1/-1", "SourceGroupId": group_id,
-                                        "Description": "eRDMA: all traffic between members of this group"})
+        call("AuthorizeSecurityGroup", {"RegionId": region, "SecurityGroupId": group_id, "Permissions": [
+            {"IpProtocol": "ALL", "PortRange": "-1/-1", "SourceGroupId": group_id, "NicType": "intranet",
+             "Description": "eRDMA: all traffic between members of this group"}]})
     want = {(ssh_port, ipaddress.ip_network(c).compressed) for c in ssh_cidrs}
     have: set[tuple[int, str]] = set()
     for p in perms:
@@ -185,14 +190,12 @@ def ensure_security_group(call: Call, region: str, cluster: str, vpc_id: str, ss
         if str(p.get("IpProtocol")).upper() == "TCP" and low == high and low.isdigit() and cidr:
             have.add((int(low), str(cidr)))
     for port, cidr in sorted(want - have):
-        call("AuthorizeSecurityGroup", {"RegionId": region, "SecurityGroupId": group_id, "IpProtocol": "TCP",
-                                        "PortRange": f"{port}/{port}",
-                                        ("Ipv6SourceCidrIp" if ":" in cidr else "SourceCidrIp"): cidr,
-                                        "Description": "SSH (network.ssh_ingress_cidrs)"})
+        call("AuthorizeSecurityGroup", {"RegionId": region, "SecurityGroupId": group_id, "Permissions": [
+            {"IpProtocol": "TCP", "PortRange": f"{port}/{port}", _source_field(cidr): cidr,
+             "Description": "SSH (network.ssh_ingress_cidrs)"}]})
     for port, cidr in sorted(have - want):
-        call("RevokeSecurityGroup", {"RegionId": region, "SecurityGroupId": group_id, "IpProtocol": "TCP",
-                                     "PortRange": f"{port}/{port}",
-                                     ("Ipv6SourceCidrIp" if ":" in cidr else "SourceCidrIp"): cidr})
+        call("RevokeSecurityGroup", {"RegionId": region, "SecurityGroupId": group_id, "Permissions": [
+            {"IpProtocol": "TCP", "PortRange": f"{port}/{port}", _source_field(cidr): cidr}]})
     return group_id
 
 

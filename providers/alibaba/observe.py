@@ -57,6 +57,8 @@ def node_from_instance(inst: Mapping[str, Any], region: str, host_keys: Sequence
         "image": inst.get("ImageId"),
         "key_pair": inst.get("KeyPairName") or None,
         "charge_type": inst.get("InstanceChargeType"),
+        "expired_time": inst.get("ExpiredTime") or None,
+        "vcpus": inst.get("Cpu"),
         "spot_strategy": inst.get("SpotStrategy"),
         "security_group_ids": list((inst.get("SecurityGroupIds") or {}).get("SecurityGroupId") or []),
         "ecs_status": inst.get("Status"),

@@ -19,8 +19,9 @@ __all__ = ["DEFAULT_DISK_CATEGORY", "DISK_CATEGORIES", "USER_DATA_MAX", "disk_ca
 
 #: ECS's limit on user data, in bytes (before base64).
 USER_DATA_MAX = 32 * 1024
-#: The cloud disk categories an ECS Bare Metal GPU instance takes for its system and data disks.
-DISK_CATEGORIES = ("cloud_essd", "cloud_auto", "cloud_essd_entry")
+#: The cloud disk categories the driver orders for an ECS Bare Metal GPU instance's system and data disks (the
+#: RunInstances reference: cloud_essd_entry is for the u1 and e families only).
+DISK_CATEGORIES = ("cloud_essd", "cloud_auto")
 #: The spec's volume type default (``gp3``, an EBS name) means this on Alibaba Cloud.
 DEFAULT_DISK_CATEGORY = "cloud_essd"
 #: What a spot order asks for: pay the market price, capped at the on-demand price.
@@ -39,24 +40,30 @@ def node_tags(spec: NodeSpec) -> dict[str, str]:
     return dict(sorted(tags.items()))
 
 
+def _groups(security_group_ids: Sequence[str], prefix: str = "") -> dict[str, Any]:
+    """One group as ``SecurityGroupId``, several as ``SecurityGroupIds`` (the reference takes one or the other)."""
+    if len(security_group_ids) == 1:
+        return {f"{prefix}SecurityGroupId": security_group_ids[0]}
+    return {f"{prefix}SecurityGroupIds": list(security_group_ids)}
+
+
 def eri_interfaces(vswitch_id: str, security_group_ids: Sequence[str], eri: int, cards: int) -> list[dict[str, Any]]:
     """The instance's network interfaces with eRDMA (ERI): the primary one on network card 0 and a secondary
     one on each further card, every one in HighPerformance traffic mode (that makes it an ERI), up to the
     type's ERI count. [] for a type without ERI: the top-level VSwitchId/SecurityGroupId then make the
-    primary interface."""
+    primary interface.
+
+    The primary interface carries the vSwitch and the security groups: with a Primary interface the reference
+    forbids the top-level VSwitchId, SecurityGroupId and SecurityGroupIds.N. A secondary one takes the
+    instance's vSwitch and groups by default, so it names neither; it goes with the instance (DeleteOnRelease,
+    true by default, sent so the request says so)."""
     if eri <= 0:
         return []
-    out: list[dict[str, Any]] = []
-    for i in range(min(eri, max(cards, 1))):
-        nic: dict[str, Any] = {"InstanceType": "Primary" if i == 0 else "Secondary", "NetworkCardIndex": i,
-                               "NetworkInterfaceTrafficMode": "HighPerformance", "VSwitchId": vswitch_id}
-        if len(security_group_ids) == 1:
-            nic["SecurityGroupId"] = security_group_ids[0]
-        else:
-            nic["SecurityGroupIds"] = list(security_group_ids)
-        if i:
-            nic["DeleteOnRelease"] = True
-        out.append(nic)
+    out: list[dict[str, Any]] = [{"InstanceType": "Primary", "NetworkCardIndex": 0,
+                                  "NetworkInterfaceTrafficMode": "HighPerformance", "VSwitchId": vswitch_id,
+                                  **_groups(security_group_ids)}]
+    out += [{"InstanceType": "Secondary", "NetworkCardIndex": i, "NetworkInterfaceTrafficMode": "HighPerformance",
+             "DeleteOnRelease": True} for i in range(1, min(eri, max(cards, 1)))]
     return out
 
 
@@ -70,8 +77,9 @@ def _disk(v: VolumeSpec) -> dict[str, Any]:
 def run_instances_request(spec: NodeSpec, *, region: str, zone: str, security_group_ids: Sequence[str],
                           deployment_set_id: str | None, eri: int, cards: int) -> dict[str, Any]:
     """The RunInstances parameters for ``spec``: one instance (Amount = MinAmount = 1) with ClientToken = the
-    node's idempotency key, ERIs where the type has them, encrypted disks, IMDS tokens required, tags, no
-    public bandwidth unless ``public_ip``."""
+    node's idempotency key, ERIs where the type has them (the vSwitch and groups then in the primary interface,
+    never at the top level), encrypted disks, IMDS tokens required, tags, no public bandwidth unless
+    ``public_ip``."""
     assert spec.subnet_id is not None
     req: dict[str, Any] = {
         "RegionId": region,
@@ -83,7 +91,6 @@ def run_instances_request(spec: NodeSpec, *, region: str, zone: str, security_gr
         "ClientToken": spec.idempotency_key,
         "InstanceName": spec.name,
         "HostName": spec.name,
-        "VSwitchId": spec.subnet_id,
         "HttpTokens": "required",
         "HttpEndpoint": "enabled",
         "SystemDisk": _disk(spec.root_volume),
@@ -91,13 +98,11 @@ def run_instances_request(spec: NodeSpec, *, region: str, zone: str, security_gr
     }
     if spec.data_volumes:
         req["DataDisk"] = [{**_disk(v), "DeleteWithInstance": True} for v in spec.data_volumes]
-    if len(security_group_ids) == 1:
-        req["SecurityGroupId"] = security_group_ids[0]
-    else:
-        req["SecurityGroupIds"] = list(security_group_ids)
     nics = eri_interfaces(spec.subnet_id, security_group_ids, eri, cards)
     if nics:
         req["NetworkInterface"] = nics
+    else:
+        req.update(VSwitchId=spec.subnet_id, **_groups(security_group_ids))
     if deployment_set_id:
         req["DeploymentSetId"] = deployment_set_id
     if spec.key_name:

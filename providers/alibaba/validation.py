@@ -33,6 +33,12 @@ BILLING = (BillingModel.ON_DEMAND, BillingModel.SPOT, BillingModel.MONTHLY, Bill
 MAX_DATA_DISKS = 16
 #: Deployment set ``AvailabilityGroup`` strategy: 1-7 groups.
 PARTITIONS_MAX = 7
+#: Disk sizes (GiB) per category: an ESSD at its default performance level PL1, an ESSD AutoPL disk.
+SYSTEM_DISK_SIZE = {"cloud_essd": (20, 2048), "cloud_auto": (1, 2048)}
+DATA_DISK_SIZE = {"cloud_essd": (20, 65536), "cloud_auto": (1, 65536)}
+#: A Linux host name (RunInstances HostName): 2-64 characters, segments of letters, digits and hyphens between
+#: periods, not starting or ending with a period or hyphen, no two of them in a row.
+_HOST_NAME = re.compile(r"^(?=.{2,64}$)(?![.-])(?!.*[.-]$)(?!.*[.-]{2})[A-Za-z0-9.-]+$")
 
 # -- tags ---------------------------------------------------------------------------------------
 #: At most this many tags per ECS resource, metalfleet's own included.
@@ -44,8 +50,9 @@ def tag_problems(tags: Mapping[str, str], *, count: bool = True) -> list[tuple[s
     """``(field, value, why)`` for each way ``tags`` break ECS's tag rules, in order; [] when they keep them.
 
     Keys are 1-128 characters and may not start with ``aliyun`` or ``acs:`` or contain ``http://`` /
-    ``https://``; values up to 128 characters with the same restrictions; ``count``: with metalfleet's own
-    tags (and room for the gate's two) a resource carries at most 20."""
+    ``https://``; values up to 128 characters (empty allowed) that may not contain ``http://`` / ``https://``
+    (the reference reserves the prefixes for keys only); ``count``: with metalfleet's own tags (and room for the
+    gate's two) a resource carries at most 20."""
     out: list[tuple[str, str, str]] = []
     for key, value in tags.items():
         key, value = str(key), str(value)
@@ -58,9 +65,8 @@ def tag_problems(tags: Mapping[str, str], *, count: bool = True) -> list[tuple[s
             out.append((field, key, f"tag key {key!r} may not contain http:// or https://"))
         if len(value) > 128:
             out.append((field, value, f"tag {key!r}: its value is {len(value)} characters; Alibaba Cloud allows 128"))
-        elif value.lower().startswith(_RESERVED_PREFIXES) or "http://" in value or "https://" in value:
-            out.append((field, value, f"tag {key!r}: its value may not start with aliyun or acs: or contain "
-                                      "http:// or https://"))
+        elif "http://" in value or "https://" in value:
+            out.append((field, value, f"tag {key!r}: its value may not contain http:// or https://"))
     if count:
         own = set(NODE_TAGS) | set(ACCEPTANCE_TAGS)
         total = len(set(map(str, tags)) | own)
@@ -95,6 +101,9 @@ def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str],
         raise _bad(f"image {spec.image!r} is not an ECS image id", "image", spec.image)
     if spec.region != region:
         raise _bad(f"region {spec.region!r} differs from the driver's region {region!r}", "region", spec.region)
+    if not _HOST_NAME.match(spec.name) or len(spec.name) > 128:
+        raise _bad(f"node name {spec.name!r} is not an ECS host name (2-64 letters, digits, hyphens and periods, "
+                   "not starting or ending with a period or hyphen, none doubled)", "name", spec.name)
     if spec.zone and not re.fullmatch(rf"{re.escape(region)}-[a-z0-9]+", spec.zone):
         raise _bad(f"zone {spec.zone!r} is not in region {region}", "zone", spec.zone)
     if not spec.subnet_id:
@@ -128,14 +137,16 @@ def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str],
 def _validate_disks(spec: NodeSpec) -> None:
     if len(spec.data_volumes) > MAX_DATA_DISKS:
         raise _bad(f"at most {MAX_DATA_DISKS} data disks", "storage.data", len(spec.data_volumes))
-    volumes = [("storage.root", spec.root_volume, 20, 2048)] + [
-        (f"storage.data.{i}", v, 20, 65536) for i, v in enumerate(spec.data_volumes)]
-    for path, v, low, high in volumes:
+    volumes = [("storage.root", spec.root_volume, SYSTEM_DISK_SIZE)] + [
+        (f"storage.data.{i}", v, DATA_DISK_SIZE) for i, v in enumerate(spec.data_volumes)]
+    for path, v, sizes in volumes:
         category = disk_category(v)
         if category not in DISK_CATEGORIES:
-            raise _bad(f"disk type {v.volume_type!r} is not a cloud disk category an ECS Bare Metal GPU instance "
-                       f"takes ({', '.join(DISK_CATEGORIES)}; gp3, the spec's default, means cloud_essd)",
-                       f"{path}.type", v.volume_type)
+            raise _bad(f"disk type {v.volume_type!r} is not a cloud disk category the driver orders for an ECS "
+                       f"Bare Metal GPU instance ({', '.join(DISK_CATEGORIES)}; gp3, the spec's default, means "
+                       "cloud_essd; cloud_essd_entry is for the u1 and e families only)", f"{path}.type",
+                       v.volume_type)
+        low, high = sizes[category]
         if not low <= v.size_gib <= high:
             raise _bad(f"disk size {v.size_gib} GiB is outside {low}..{high}", f"{path}.size_gib", v.size_gib)
         if v.kms_key_id and not _KMS.match(v.kms_key_id):
@@ -156,6 +167,6 @@ def _validate_network(spec: NodeSpec) -> None:
     if spec.placement_strategy == "partition" and (partitions is None or not 1 <= partitions <= PARTITIONS_MAX):
         raise _bad(f"a deployment set with strategy AvailabilityGroup has 1-{PARTITIONS_MAX} groups, not "
                    f"{partitions}", "placement.partition_count", partitions)
-    if not re.fullmatch(r"[A-Za-z\u4e00-\u9fa5][A-Za-z0-9\u4e00-\u9fa5._:-]{1,127}", spec.placement_group):
-        raise _bad(f"{spec.placement_group!r} is not a deployment set name (2-128 characters, starting with a "
-                   "letter)", "placement.group_name", spec.placement_group)
+    if not re.fullmatch(r"[A-Za-z\u4e00-\u9fa5][A-Za-z0-9\u4e00-\u9fa5:_-]{1,127}", spec.placement_group):
+        raise _bad(f"{spec.placement_group!r} is not a deployment set name (2-128 letters, digits, colons, "
+                   "underscores and hyphens, starting with a letter)", "placement.group_name", spec.placement_group)

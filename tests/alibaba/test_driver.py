@@ -70,7 +70,15 @@ def test_the_request_is_deterministic_and_complete(driver: AlibabaDriver, specs:
     assert [(n["InstanceType"], n["NetworkCardIndex"], n["NetworkInterfaceTrafficMode"])
             for n in first["NetworkInterface"]] == [("Primary", 0, "HighPerformance"), ("Secondary", 1,
                                                                                           "HighPerformance")]
-    assert first["DeploymentSetId"] == net.deployment_set_id and first["SecurityGroupId"] == net.security_group_ids[0]
+    # a Primary interface carries the vSwitch and the group: the reference forbids both at the top level then
+    primary, secondary = first["NetworkInterface"]
+    assert (primary["VSwitchId"], primary["SecurityGroupId"]) == (spec.subnet_id, net.security_group_ids[0])
+    assert not {"VSwitchId", "SecurityGroupId", "SecurityGroupIds"} & set(first)
+    assert not {"VSwitchId", "SecurityGroupId", "SecurityGroupIds"} & set(secondary)
+    assert first["DeploymentSetId"] == net.deployment_set_id
+    plain = driver.run_instances_request(replace(spec, offering="ecs.ebmgn7e.32xlarge"), net)
+    assert "NetworkInterface" not in plain  # no ERI: the top level makes the primary interface
+    assert (plain["VSwitchId"], plain["SecurityGroupId"]) == (spec.subnet_id, net.security_group_ids[0])
     tags = {t["Key"]: t["Value"] for t in first["Tag"]}
     assert tags["metalfleet:cluster"] == specs.cluster and tags["metalfleet:key"] == spec.idempotency_key
 
@@ -137,3 +145,38 @@ def test_a_released_nodes_key_steps_to_the_next_generation(driver: AlibabaDriver
         assert [n.id for n in replay.list_nodes(specs.cluster)] == [node.id]
     finally:
         release_cluster(replay, specs.cluster, policy=FAST)
+
+
+def test_a_subscription_is_released_only_with_unsubscribe_converted_first(driver: AlibabaDriver,
+                                                                           emulator: AlibabaEmulator,
+                                                                           specs: Specs) -> None:
+    """An unexpired PrePaid node: release refuses it, naming it, its ExpiredTime and the refund, and sends nothing;
+    with unsubscribe it is converted (ModifyInstanceChargeType PostPaid, AutoPay, a ClientToken of its own) and
+    then released. An expired one is released as it is (TerminateSubscription), without the opt-in."""
+    from metalfleet.providers.errors import SubscriptionError
+
+    nodes = order_cluster(driver, specs.node_specs(driver, count=2, capacity={"billing": "monthly"}), policy=FAST,
+                          timeout=30)
+    kept, expired = sorted(nodes, key=lambda n: n.id)
+    [sub] = driver.subscriptions([kept.id])
+    assert sub.expires_at and sub.expires_at.endswith("Z") and "refund quota" in (sub.refund or "")
+    assert "192 vCPU x" in (sub.refund or "") and "ModifyInstanceChargeType" in sub.how
+    emulator.reset_faults()
+    with pytest.raises(SubscriptionError) as refused:
+        driver.release(kept.id)
+    assert kept.id in str(refused.value) and str(sub.expires_at) in str(refused.value)
+    assert refused.value.field == "capacity.release_subscriptions" and refused.value.subscriptions == [sub]
+    assert emulator.calls("ModifyInstanceChargeType") == emulator.calls("DeleteInstances") == 0
+    emulator.expire(expired.id)
+    assert driver.subscriptions([expired.id]) == []  # its term ran out: nothing to end early
+    driver.release(expired.id, timeout=30)
+    [gone] = emulator.requests("DeleteInstances")
+    assert gone["params"]["TerminateSubscription"].lower() == "true"
+    driver.release(kept.id, timeout=30, unsubscribe=True)
+    actions = [r["action"] for r in emulator.requests() if r["action"] in ("ModifyInstanceChargeType",
+                                                                           "DeleteInstances")]
+    assert actions == ["DeleteInstances", "ModifyInstanceChargeType", "DeleteInstances"]
+    [converted] = emulator.requests("ModifyInstanceChargeType")
+    assert converted["params"]["InstanceChargeType"] == "PostPaid" and converted["params"]["ClientToken"]
+    assert driver.get(kept.id).state == NodeState.TERMINATED
+    release_cluster(driver, specs.cluster, policy=FAST)

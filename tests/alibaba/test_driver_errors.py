@@ -96,7 +96,7 @@ def test_unknown_key_pair_kms_key_and_image_name_the_spec_field(driver: AlibabaD
     cases = [
         (replace(spec, key_name="no-such-pair"), "ssh.key_pair", "InvalidKeyPairName.NotFound"),
         (replace(spec, root_volume=replace(spec.root_volume, kms_key_id="key-unknown000000")), "storage.kms_key_id",
-         "InvalidKMSKeyId.NotFound"),
+         "InvalidParameter.KMSKeyId.NotFound"),
         (replace(spec, image="ubuntu_20_04_x64_20G_alibase_20990101.vhd"), "image", "InvalidImageId.NotFound"),
     ]
     for bad, field, code in cases:
@@ -160,6 +160,10 @@ def test_capacity_mid_cluster_rolls_back(driver: AlibabaDriver, emulator: Alibab
     ("QuotaExceed.AfterpayInstance", 403, QuotaError), ("QuotaExceed.ElasticQuota", 403, QuotaError),
     ("IncorrectInstanceStatus", 403, ConflictError), ("IdempotentParameterMismatch", 400, ConflictError),
     ("InvalidVSwitchId.NotFound", 404, InvalidSpecError), ("InvalidInstanceId.NotFound", 404, NotFoundError),
+    ("ChargeTypeViolation", 403, ConflictError), ("ExpiredInstance", 400, ConflictError),
+    ("InvalidStatus.ValueNotSupported", 400, ConflictError), ("InvalidParameter.Conflict", 400, InvalidSpecError),
+    ("InvalidParam.NetworkInterface", 400, InvalidSpecError), ("DeploymentSet.NotFound", 404, InvalidSpecError),
+    ("InvalidParameter.KMSKeyId.NotFound", 404, InvalidSpecError), ("MissingParamter", 400, InvalidSpecError),
     ("SomethingNew", 400, ProviderError),
 ])
 def test_code_tables(code: str, status: int, kind: type[Exception]) -> None:

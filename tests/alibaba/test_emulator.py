@@ -149,20 +149,31 @@ def test_pagination_next_token_and_page_number(driver: AlibabaDriver, emulator: 
     ids = sorted(n.id for n in nodes)
     tag = [{"Key": "metalfleet:cluster", "Value": specs.cluster}]
     try:
+        # DescribeInstances: "a value less than 10" is 10, so MaxResults 2 still answers the three in one page
+        page = ecs_call(emulator, "DescribeInstances", {"Tag": tag, "MaxResults": 2})
+        assert sorted(i["InstanceId"] for i in page["Instances"]["Instance"]) == ids and not page.get("NextToken")
+        # NextToken/MaxResults pages of 1 (DescribeSecurityGroups takes 1 to 100)
+        mine = [{"Key": "pages", "Value": specs.cluster}]
+        made = sorted(ecs_call(emulator, "CreateSecurityGroup", {"VpcId": VPC_ID, "SecurityGroupName": f"page-{i}",
+                                                                 "Tag": mine})["SecurityGroupId"] for i in range(3))
         seen, token = [], None
         while True:
-            page = ecs_call(emulator, "DescribeInstances", {"Tag": tag, "MaxResults": 2, **(
+            got = ecs_call(emulator, "DescribeSecurityGroups", {"Tag": mine, "MaxResults": 1, **(
                 {"NextToken": token} if token else {})})
-            seen += [i["InstanceId"] for i in page["Instances"]["Instance"]]
-            assert len(page["Instances"]["Instance"]) <= 2
-            token = page.get("NextToken")
+            assert len(got["SecurityGroups"]["SecurityGroup"]) <= 1
+            seen += [g["SecurityGroupId"] for g in got["SecurityGroups"]["SecurityGroup"]]
+            token = got.get("NextToken")
             if not token:
                 break
-        assert sorted(seen) == ids
+        assert sorted(seen) == made
+        for gid in made:
+            ecs_call(emulator, "DeleteSecurityGroup", {"SecurityGroupId": gid})
         pages = [ecs_call(emulator, "DescribeInstanceStatus", {"InstanceId": ids, "PageSize": 2, "PageNumber": n})
                  for n in (1, 2)]
         assert [len(p["InstanceStatuses"]["InstanceStatus"]) for p in pages] == [2, 1]
         assert {p["TotalCount"] for p in pages} == {3}
+        capped = ecs_call(emulator, "DescribeInstanceStatus", {"InstanceId": ids, "PageSize": 100})
+        assert capped["PageSize"] == 50  # "Valid values: 1 to 50."
         types = ecs_call(emulator, "DescribeInstanceTypes", {"MaxResults": 1})
         assert len(types["InstanceTypes"]["InstanceType"]) == 1 and types["NextToken"]
         # the driver reads every node of the cluster whatever the page size (its own MaxResults is 100)
@@ -171,13 +182,18 @@ def test_pagination_next_token_and_page_number(driver: AlibabaDriver, emulator: 
         release_cluster(driver, specs.cluster, policy=FAST)
 
 
-def _run(emulator: AlibabaEmulator, **overrides: Any) -> str:
-    """A RunInstances the test makes itself (the driver never sends these), answering the error code or ok."""
+def _run(emulator: AlibabaEmulator, nics: list[dict[str, Any]] | None = None, **overrides: Any) -> str:
+    """A RunInstances the test makes itself (the driver never sends these), answering the error code or ok. With
+    ``nics`` the first is the Primary interface and carries the vSwitch and group (the top level names neither)."""
     from Tea.exceptions import TeaException
 
     sg = ecs_call(emulator, "CreateSecurityGroup", {"VpcId": VPC_ID, "SecurityGroupName": "refusals"})
-    params: dict[str, Any] = {"ZoneId": ZONE, "InstanceType": "ecs.ebmgn8v.48xlarge", "ImageId": IMAGE, "Amount": 1,
-                              "VSwitchId": vswitch(), "SecurityGroupId": sg["SecurityGroupId"]}
+    params: dict[str, Any] = {"ZoneId": ZONE, "InstanceType": "ecs.ebmgn8v.48xlarge", "ImageId": IMAGE, "Amount": 1}
+    if nics:
+        nics[0] = {**nics[0], "VSwitchId": vswitch(), "SecurityGroupId": sg["SecurityGroupId"]}
+        params["NetworkInterface"] = nics
+    else:
+        params.update(VSwitchId=vswitch(), SecurityGroupId=sg["SecurityGroupId"])
     params.update(overrides)
     try:
         ids = ecs_call(emulator, "RunInstances", params)["InstanceIdSets"]["InstanceIdSet"]
@@ -190,35 +206,31 @@ def _run(emulator: AlibabaEmulator, **overrides: Any) -> str:
 def test_launches_ecs_refuses(emulator: AlibabaEmulator) -> None:
     def eri(card: int, mode: str = "HighPerformance") -> dict[str, Any]:
         return {"InstanceType": "Secondary" if card else "Primary", "NetworkCardIndex": card,
-                "NetworkInterfaceTrafficMode": mode, "VSwitchId": vswitch()}
+                "NetworkInterfaceTrafficMode": mode}
 
-    assert _run(emulator, NetworkInterface=[eri(0), eri(1)]) == "ok"
+    assert _run(emulator, [eri(0), eri(1)]) == "ok"
+    # the Primary interface's vSwitch named at the top level as well (the driver's old ERI order)
+    assert _run(emulator, [eri(0), eri(1)], VSwitchId=vswitch()) == "InvalidParameter.Conflict"
     # ERI on a type without it; more ERIs than the type has; a card it does not have; more interfaces than ENIs
-    assert _run(emulator, InstanceType="ecs.ebmgn7e.32xlarge", NetworkInterface=[eri(0)]) == (
-        "InvalidNetworkInterfaceTrafficMode.Unsupported")
-    assert _run(emulator, NetworkInterface=[eri(0), eri(1), eri(1)]) == "InvalidNetworkInterfaceTrafficMode.Unsupported"
-    assert _run(emulator, NetworkInterface=[eri(0), eri(5, "Standard")]) == "InvalidParameter.NetworkCardIndex"
-    assert _run(emulator, InstanceType="ecs.g7.large", NetworkInterface=[eri(0, "Standard")] * 4) == (
-        "InvalidParam.NetworkInterface.ExceedLimit")
-    # unknown key pair, KMS key, image; a vSwitch of another zone
+    assert _run(emulator, [eri(0)], InstanceType="ecs.ebmgn7e.32xlarge") == "InvalidParam.NetworkInterface"
+    assert _run(emulator, [eri(0), eri(1), eri(1)]) == "InvalidParam.NetworkInterface"
+    assert _run(emulator, [eri(0), eri(5, "Standard")]) == "InvalidParam.NetworkInterface"
+    assert _run(emulator, [eri(0, "Standard")] + [eri(1, "Standard")] * 3, InstanceType="ecs.g7.large") == (
+        "InvalidParam.NetworkInterface")
+    # unknown key pair, KMS key, image; a disk category these types do not take; a vSwitch of another zone
     assert _run(emulator, KeyPairName="nobody") == "InvalidKeyPairName.NotFound"
     assert _run(emulator, SystemDisk={"Category": "cloud_essd", "Size": 100, "Encrypted": "true",
-                                      "KMSKeyId": "key-nope"}) == "InvalidKMSKeyId.NotFound"
+                                      "KMSKeyId": "key-nope"}) == "InvalidParameter.KMSKeyId.NotFound"
     assert _run(emulator, SystemDisk={"Category": "cloud_essd", "Size": 100, "Encrypted": "true",
                                       "KMSKeyId": KMS_KEY}) == "ok"
+    assert _run(emulator, SystemDisk={"Category": "cloud_essd_entry", "Size": 100}) == (
+        "InvalidSystemDiskCategory.ValueNotSupported")
     assert _run(emulator, ImageId="m-doesnotexist") == "InvalidImageId.NotFound"
-    assert _run(emulator, ZoneId="cn-wulanchabu-a") == "InvalidVSwitchId.ZoneMismatch"
-    # a LowLatency deployment set holding an instance in one zone refuses a launch in another
-    ds = ecs_call(emulator, "CreateDeploymentSet", {"DeploymentSetName": "ll", "Strategy": "LowLatency"})
-    sg = ecs_call(emulator, "CreateSecurityGroup", {"VpcId": VPC_ID, "SecurityGroupName": "ds"})
-    first = ecs_call(emulator, "RunInstances", {
-        "ZoneId": ZONE, "InstanceType": "ecs.ebmgn8v.48xlarge", "ImageId": IMAGE, "VSwitchId": vswitch(),
-        "SecurityGroupId": sg["SecurityGroupId"], "DeploymentSetId": ds["DeploymentSetId"]})
-    try:
-        assert _run(emulator, ZoneId="cn-wulanchabu-a", VSwitchId=vswitch("cn-wulanchabu-a"),
-                    DeploymentSetId=ds["DeploymentSetId"]) == "InvalidDeploymentSet.ZoneMismatch"
-    finally:
-        ecs_call(emulator, "DeleteInstances", {"InstanceId": first["InstanceIdSets"]["InstanceIdSet"], "Force": True})
+    assert _run(emulator, ZoneId="cn-wulanchabu-a") == "InvalidParameter.Mismatch"
+    # a dry run checks and buys nothing
+    before = len(emulator.instances())
+    assert _run(emulator, DryRun=True) == "DryRunOperation"
+    assert len(emulator.instances()) == before
 
 
 def test_instances_go_pending_starting_running_then_disappear(driver: AlibabaDriver, emulator: AlibabaEmulator,
@@ -257,14 +269,16 @@ def test_the_driver_sends_what_the_captured_sdk_sends(driver: AlibabaDriver, emu
         [sent] = emulator.requests("RunInstances")
         ours = set(sent["params"])
         for key in ("Amount", "MinAmount", "ClientToken", "DeploymentSetId", "HttpTokens", "ImageId", "InstanceType",
-                    "InstanceChargeType", "SpotStrategy", "RegionId", "ZoneId", "VSwitchId", "SecurityGroupId",
-                    "NetworkInterface.1.InstanceType", "NetworkInterface.1.NetworkCardIndex",
+                    "InstanceChargeType", "SpotStrategy", "RegionId", "ZoneId", "NetworkInterface.1.VSwitchId",
+                    "NetworkInterface.1.SecurityGroupId", "NetworkInterface.1.InstanceType",
+                    "NetworkInterface.1.NetworkCardIndex",
                     "NetworkInterface.2.NetworkInterfaceTrafficMode", "NetworkInterface.2.NetworkCardIndex",
                     "SystemDisk.Category", "SystemDisk.Size", "SystemDisk.Encrypted", "SystemDisk.KMSKeyId",
                     "DataDisk.1.Category", "DataDisk.1.Encrypted", "DataDisk.1.KMSKeyId", "DataDisk.1.Size",
                     "DataDisk.1.DeleteWithInstance", "Tag.1.Key", "Tag.1.Value"):
             assert key in run["query"], key  # the capture's name ...
             assert key in ours, key  # ... is the driver's
+        assert not {"VSwitchId", "SecurityGroupId"} & ours  # with a Primary interface: only inside it
         assert sent["params"]["NetworkInterface.2.NetworkInterfaceTrafficMode"] == "HighPerformance"
         assert sent["params"]["HttpTokens"] == "required"
         signed = run["headers"]["Authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
