@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from ..contract import PowerState
 from ..errors import AuthError, InvalidSpecError, OperationTimeout, ProviderError
+from ..retry import RetryPolicy
 from .errors import PROVIDER, boundary
 from .health import critical_event
 from .model import Host
@@ -36,6 +37,8 @@ BOOT_DEVICES: Mapping[str, tuple[str, str]] = {
 }
 
 _IPMI_LOCK = threading.RLock()
+#: Redfish reads a BMC throttled or dropped are read again: a few quick tries (a read changes nothing).
+READ_POLICY = RetryPolicy(attempts=6, max_delay=20.0, base=0.05, cap=1.0)
 #: The most SEL records read per host (a full SEL of a real BMC holds a few thousand).
 _SEL_MAX = 4096
 #: (address, port, user, password) -> the pyghmi Command in use (in memory only; see IpmiBmc._command)
@@ -252,6 +255,13 @@ class RedfishBmc(_Waiting):
         return f"RedfishBmc({self.host.name}, {self._base})"
 
     def _request(self, method: str, path: str, action: str, body: dict[str, Any] | None = None) -> Any:
+        """One Redfish call. A read the BMC throttles (HTTP 429) is read again here, under :data:`READ_POLICY`:
+        one busy answer among the many reads of an order (power polls, health) must not undo the whole order."""
+        if method == "GET":
+            return READ_POLICY.call(self._send, method, path, action, body)
+        return self._send(method, path, action, body)
+
+    def _send(self, method: str, path: str, action: str, body: dict[str, Any] | None) -> Any:
         with boundary(action, host=self.host.name, endpoint=self._base + path, secrets=[self._password]):
             resp = self._session.request(method, self._base + path, json=body, timeout=self._timeout)
             resp.raise_for_status()
