@@ -98,7 +98,7 @@ def test_storage_known_encrypted_and_the_customer_key_advice(tmp_path: Path) -> 
 
 def test_the_huawei_driver_states_imds_tokens_but_not_volume_tags(tmp_path: Path) -> None:
     path = _spec(tmp_path, provider="huawei", region="cn-north-4", zone=None,
-                 offering="physical.kat2e.48xlarge.8.313t")
+                 offering="physical.kat2e.48xlarge.8.313t", capacity={"billing": "monthly"})
     found = _findings(path)
     assert "MF-NET-005" not in found  # the driver creates every BMS with http_tokens=required
     assert found["MF-TAG-001"][0].unknown  # BMS gives the EVS volumes it creates no tags of their own

@@ -33,5 +33,6 @@ NodeBootstrap("bad-p5-0-bootstrap", spec, {"id": "i-0", "name": "bad-p5-0", "pri
 # a provider whose driver cannot show a rule is met (Huawei: BMS does not tag the volumes it creates): unknown
 hw = parse_spec({**BAD, "name": "bad-hw", "provider": "huawei", "region": "cn-north-4", "zone": None,
                  "offering": "physical.kat2e.48xlarge.8.313t", "network": {"subnet_id": "subnet-1"},
-                 "storage": {"root": {"size_gib": 200}}, "tags": {"owner": "ml", "cost-center": "42"}})
+                 "storage": {"root": {"size_gib": 200}}, "tags": {"owner": "ml", "cost-center": "42"},
+                 "capacity": {"billing": "monthly"}})
 GpuNode("bad-hw-0", "huawei", node_spec_to_dict(hw.node_spec(0, "physical.kat2e.48xlarge.8.313t")), {})
