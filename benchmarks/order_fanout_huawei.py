@@ -18,16 +18,29 @@ import time
 
 from metalfleet.providers import NodeState, order_cluster, parse_spec, plan, release_cluster
 from metalfleet.providers.huawei import HuaweiDriver
-from metalfleet.testing.huawei import FLAVORS, PROJECT_ID, REGION, TEST_AK, TEST_SK, WORLD, ZONES, HuaweiEmulator
+from metalfleet.testing.huawei import (
+    DOMAIN_ID,
+    FLAVORS,
+    PROJECT_ID,
+    REGION,
+    TEST_AK,
+    TEST_SK,
+    USER_ID,
+    WORLD,
+    ZONES,
+    HuaweiEmulator,
+)
 
 
 def timed(bms: HuaweiEmulator, name: str, count: int, latency_ms: float, poll: float) -> dict[str, float]:
-    driver = HuaweiDriver(region=REGION, project_id=PROJECT_ID, endpoint=bms.url, ak=TEST_AK, sk=TEST_SK, poll=poll)
+    driver = HuaweiDriver(region=REGION, project_id=PROJECT_ID, endpoint=bms.url, bss_endpoint=bms.url, ak=TEST_AK,
+                          sk=TEST_SK, domain_id=DOMAIN_ID, user_id=USER_ID, poll=poll)
     spec = parse_spec({"name": name, "provider": "huawei", "region": REGION, "zone": ZONES[0],
                        "offering": next(iter(FLAVORS)), "count": count, "image": WORLD["image_id"],
                        "network": {"vpc_id": WORLD["vpc_id"], "subnet_id": WORLD["subnet_id"],
                                    "security_group_ids": [WORLD["security_group_id"]]},
-                       "storage": {"kms_key_id": WORLD["kms_key_id"]}, "ssh": {"key_pair": "metalfleet-test"}})
+                       "storage": {"kms_key_id": WORLD["kms_key_id"]}, "ssh": {"key_pair": "metalfleet-test"},
+                       "capacity": {"billing": "monthly"}})
     bms.reset_faults()
     bms.set_faults(latency_ms=latency_ms)
     t0 = time.perf_counter()
@@ -40,7 +53,7 @@ def timed(bms: HuaweiEmulator, name: str, count: int, latency_ms: float, poll: f
     assert len(running) == count and all(n.state == NodeState.RUNNING for n in running)
     calls = bms.stats()["by_action"]
     bms.set_faults()
-    release_cluster(driver, name)
+    release_cluster(driver, name, unsubscribe=True)
     return {"plan": t1 - t0, "order": t2 - t1, "wait": t3 - t2, "total": t3 - t0,
             **{f"calls:{k}": float(v) for k, v in sorted(calls.items())}}
 
