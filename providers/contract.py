@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from .errors import SubscriptionError
 from .models import Node, NodeSpec, NodeState, Offering
 
 __all__ = ["ClusterResourcesDriver", "ComputeDriver", "HealthDriver", "OrderProgress", "PowerDriver", "PowerState",
-           "Subscription", "SubscriptionDriver", "TaggingDriver", "subscription_refusal"]
+           "Subscription", "SubscriptionDriver", "TaggingDriver", "refuse_release"]
 
 #: Called by ``wait`` with the nodes as last seen, each poll. (Not bootstrap's ProgressCallback, which
 #: takes one ProgressEvent.)
@@ -101,14 +102,15 @@ class SubscriptionDriver(Protocol):
         ...
 
 
-def subscription_refusal(provider: str, subs: Sequence[Subscription]) -> str:
-    """The message of a refused release: every subscription node, its expiry and refund, and the two opt-ins."""
+def refuse_release(provider: str, subs: Sequence[Subscription]) -> SubscriptionError:
+    """The error of a refused release (for a driver, or a cluster release, to raise): every subscription node,
+    its expiry and refund, what ending it does, and the two opt-ins."""
     how = "; ".join(sorted({s.how for s in subs}))
-    return (f"{len(subs)} {provider} node(s) are subscriptions, so nothing was released:\n"
+    return SubscriptionError(f"{len(subs)} {provider} node(s) are subscriptions, so nothing was released:\n"
             + "\n".join(f"  {s.line()}" for s in subs)
             + f"\nEnding them early: {how}. To do it, set capacity.release_subscriptions: true in the spec or run "
               "`metalfleet release --unsubscribe` (a Pulumi stack: `metalfleet destroy --unsubscribe`); otherwise "
-              "let them run to their end.")
+              "let them run to their end.", subscriptions=subs, provider=provider, code="SubscriptionNotReleased")
 
 
 @runtime_checkable

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import load_catalog
-from .contract import OrderProgress, Subscription, subscription_refusal
+from .contract import OrderProgress, Subscription, refuse_release
 from .errors import (
     CapacityError,
     InvalidSpecError,
     NotFoundError,
     OperationTimeout,
     RateLimitedError,
-    SubscriptionError,
 )
 from .models import BillingModel, Node, NodeSpec, NodeState, Offering
 from .tags import TAG_CLUSTER
@@ -193,8 +192,7 @@ class FakeDriver:
                 raise NotFoundError(f"node {node_id} not found", provider=self.name, code="NotFound")
             sub = self._subscription(raw)
             if sub is not None and not unsubscribe:
-                raise SubscriptionError(subscription_refusal(self.name, [sub]), subscriptions=[sub],
-                                        provider=self.name, code="SubscriptionNotReleased")
+                raise refuse_release(self.name, [sub])
             raw["state"] = "terminated"
 
     def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:

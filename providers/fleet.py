@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress, SubscriptionDriver, subscription_refusal
+from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress, SubscriptionDriver, refuse_release
 from .errors import ConflictError, InvalidSpecError, MetalfleetError, SubscriptionError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
@@ -170,8 +170,7 @@ def check_release(driver: ComputeDriver, node_ids: Sequence[str], *, unsubscribe
         return
     subs = policy.call(driver.subscriptions, list(node_ids))
     if subs:
-        raise SubscriptionError(subscription_refusal(driver.name, subs), subscriptions=subs, provider=driver.name,
-                                code="SubscriptionNotReleased")
+        raise refuse_release(driver.name, subs)
 
 
 def release_nodes(driver: ComputeDriver, node_ids: Sequence[str], *, policy: RetryPolicy = DEFAULT_POLICY,

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..catalog import load_catalog
-from ..contract import OrderProgress, Subscription, subscription_refusal
-from ..errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError, SubscriptionError
+from ..contract import OrderProgress, Subscription, refuse_release
+from ..errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_ACCEPTANCE_REASON
 from .errors import PROVIDER, boundary
@@ -252,8 +252,7 @@ class AlibabaDriver:
             if sub is None:
                 terminate = True  # its term ran out: ECS releases it as it is (so may an earlier run have)
             elif not unsubscribe:
-                raise SubscriptionError(subscription_refusal(PROVIDER, [sub]), subscriptions=[sub], provider=PROVIDER,
-                                        code="SubscriptionNotReleased")
+                raise refuse_release(PROVIDER, [sub])
             else:
                 terminate = self._to_pay_as_you_go(node, timeout)
         params: dict[str, Any] = {"RegionId": self.region, "InstanceId": [node_id], "Force": True, "ForceStop": True}

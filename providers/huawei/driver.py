@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..catalog import load_catalog
-from ..contract import OrderProgress, Subscription, subscription_refusal
+from ..contract import OrderProgress, Subscription, refuse_release
 from ..errors import (
     AuthError,
     ConflictError,
@@ -31,7 +31,6 @@ from ..errors import (
     NotFoundError,
     OperationTimeout,
     ProviderError,
-    SubscriptionError,
     TransientError,
 )
 from ..models import Node, NodeSpec, NodeState, Offering
@@ -375,8 +374,7 @@ class HuaweiDriver:
             if not unsubscribe:
                 subs = self.subscriptions([node_id])
                 if subs:
-                    raise SubscriptionError(subscription_refusal(PROVIDER, subs), subscriptions=subs,
-                                            provider=PROVIDER, code="SubscriptionNotReleased")
+                    raise refuse_release(PROVIDER, subs)
                 self._not_subscribed(node)
             elif not self._unsubscribe(node):
                 return
