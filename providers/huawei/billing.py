@@ -26,7 +26,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..contract import Subscription
-from .errors import boundary
+from ..errors import AuthError
+from .errors import PROVIDER, boundary
 
 __all__ = ["BSS_ENDPOINT", "BSS_ENDPOINT_ENV", "CANCELLED", "COMPLETED", "FULL_REFUND_DAYS", "HOW", "IN_FORCE",
            "MAX_QUERY_IDS", "PENDING_PAYMENT", "Billing", "Resource", "subscription_of"]
@@ -149,3 +150,22 @@ class Billing:
         with boundary("BSS CancelResourcesSubscription"):
             resp = self._bss().cancel_resources_subscription(CancelResourcesSubscriptionRequest(body=body))
         return [str(o) for o in _get(resp, "order_ids") or []]
+
+
+def bss_client(ak: str, sk: str, domain_id: str | None, endpoint: str, http_config: Any, *, why: str) -> Any:
+    """A BssClient for the account ``domain_id`` (BSS is global: ``GlobalCredentials``, signed for the account);
+    an AuthError naming HUAWEICLOUD_SDK_DOMAIN_ID without one (the SDK would ask IAM first). ``why``: what this
+    caller needs BSS for, said in that error."""
+    from huaweicloudsdkbss.v2 import BssClient
+    from huaweicloudsdkcore.auth.credentials import GlobalCredentials
+
+    if not domain_id:
+        raise AuthError(f"no Huawei Cloud account (domain) id: set HUAWEICLOUD_SDK_DOMAIN_ID (or pass domain_id); "
+                        f"{why} is a global service signed for the account (without it the SDK would ask IAM "
+                        "first)", provider=PROVIDER, code="NoDomainId")
+    with boundary("BSS CreateClient"):
+        return (BssClient.new_builder()
+                .with_credentials(GlobalCredentials(ak, sk, domain_id))
+                .with_endpoints([endpoint])
+                .with_http_config(http_config)
+                .build())

@@ -35,7 +35,7 @@ from ..errors import (
 )
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_ACCEPTANCE_REASON
-from .billing import BSS_ENDPOINT, BSS_ENDPOINT_ENV, CANCELLED, COMPLETED, Billing, subscription_of
+from .billing import BSS_ENDPOINT, BSS_ENDPOINT_ENV, CANCELLED, COMPLETED, Billing, bss_client, subscription_of
 from .errors import PROVIDER, UNSUBSCRIBED, boundary, translate
 from .jobs import show_job
 from .observe import Observer
@@ -180,20 +180,9 @@ class HuaweiDriver:
         return self._bss_client
 
     def _build_bss_client(self) -> Any:
-        from huaweicloudsdkbss.v2 import BssClient
-        from huaweicloudsdkcore.auth.credentials import GlobalCredentials
-
         ak, sk = self._keys()
-        if not self.domain_id:
-            raise AuthError("no Huawei Cloud account (domain) id: set HUAWEICLOUD_SDK_DOMAIN_ID (or pass domain_id); "
-                            "BSS, which bills and ends yearly/monthly servers, is a global service signed for the "
-                            "account (without it the SDK would ask IAM first)", provider=PROVIDER, code="NoDomainId")
-        with boundary("BSS CreateClient"):
-            return (BssClient.new_builder()
-                    .with_credentials(GlobalCredentials(ak, sk, self.domain_id))
-                    .with_endpoints([self.bss_endpoint])
-                    .with_http_config(self._config())
-                    .build())
+        return bss_client(ak, sk, self.domain_id, self.bss_endpoint, self._config(),
+                          why="BSS, which bills and ends yearly/monthly servers,")
 
     def _user(self) -> str:
         if not self.user_id:

@@ -80,28 +80,21 @@ class HuaweiPriceInquiry:
 
     def _bss(self) -> Any:
         if self._client is None:
-            from huaweicloudsdkbss.v2 import BssClient
-            from huaweicloudsdkcore.auth.credentials import GlobalCredentials
             from huaweicloudsdkcore.http.http_config import HttpConfig
+
+            from .billing import bss_client
 
             ak = self._ak or os.environ.get("HUAWEICLOUD_SDK_AK")
             sk = self._sk or os.environ.get("HUAWEICLOUD_SDK_SK")
             if not ak or not sk:
                 raise AuthError("no Huawei Cloud credentials: set HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK",
                                 provider=PROVIDER, code="NoCredentials")
-            if not self.domain_id:
-                raise AuthError("no Huawei Cloud account (domain) id: set HUAWEICLOUD_SDK_DOMAIN_ID; without it the "
-                                "SDK would ask IAM first", provider=PROVIDER, code="NoDomainId")
             if not self.project_id:
                 raise AuthError("no Huawei Cloud project id: set HUAWEICLOUD_SDK_PROJECT_ID (the price inquiry names "
                                 "the project of the region priced)", provider=PROVIDER, code="NoProjectId")
-            config = HttpConfig(timeout=self.timeout, retry_times=0, user_agent="metalfleet")
-            with boundary("BSS CreateClient"):
-                self._client = (BssClient.new_builder()
-                                .with_credentials(GlobalCredentials(ak, sk, self.domain_id))
-                                .with_endpoints([self.endpoint])
-                                .with_http_config(config)
-                                .build())
+            self._client = bss_client(ak, sk, self.domain_id, self.endpoint,
+                                      HttpConfig(timeout=self.timeout, retry_times=0, user_agent="metalfleet"),
+                                      why="BSS, which answers the price inquiry,")
         return self._client
 
     def _inquire(self, region: str, flavor: str) -> float | None:
