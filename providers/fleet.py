@@ -6,14 +6,16 @@ an independent, idempotent call, so they run side by side instead of queueing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress, SubscriptionDriver, refuse_release
-from .errors import ConflictError, InvalidSpecError, MetalfleetError, SubscriptionError
+from .errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError, SubscriptionError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
+from .runstate import cluster_lock, forget_leftovers, leftovers, record_leftovers
 from .spec import ClusterSpec
 
 __all__ = ["OrderFailed", "check_release", "order_cluster", "order_node", "plan", "release_cluster",
@@ -24,18 +26,25 @@ MAX_GENERATIONS = 32
 
 
 class OrderFailed(MetalfleetError):
-    """A cluster order failed; ``cause`` is the first node's error, ``released`` what was rolled back."""
+    """A cluster order failed; ``cause`` is the first error (a node's order, or the wait), ``released`` what this
+    order made and rolled back, ``kept`` what it made and left live (rollback off, subscriptions not opted in to
+    end, or releases that failed: ``leftovers``, id -> why, also written to the leftovers file ``metalfleet release``
+    reads), ``existing`` the cluster's nodes from before this order, which a failure never touches."""
 
-    def __init__(self, message: str, *, cause: MetalfleetError, released: Sequence[str], kept: Sequence[str]):
+    def __init__(self, message: str, *, cause: MetalfleetError, released: Sequence[str], kept: Sequence[str],
+                 existing: Sequence[str] = (), leftovers: dict[str, str] | None = None):
         super().__init__(message, provider=cause.provider, code=cause.code, request_id=cause.request_id)
         self.cause = cause
         self.released = list(released)
         self.kept = list(kept)
+        self.existing = list(existing)
+        self.leftovers = dict(leftovers or {})
 
 
-def resolve_offering(driver: ComputeDriver, spec: ClusterSpec) -> Offering:
-    """The offering named in the spec, or the cheapest one meeting its requirements."""
-    offerings = driver.offerings()
+def resolve_offering(driver: ComputeDriver, spec: ClusterSpec, *, policy: RetryPolicy = DEFAULT_POLICY) -> Offering:
+    """The offering named in the spec, or the cheapest one meeting its requirements (the offerings read is retried
+    under ``policy``: a throttle on the first call of a run must not end it)."""
+    offerings = policy.call(driver.offerings)
     if spec.offering:
         for o in offerings:
             if o.name == spec.offering:
@@ -66,9 +75,9 @@ def resolve_offering(driver: ComputeDriver, spec: ClusterSpec) -> Offering:
 
 
 def plan(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] | None = None,
-         offering: Offering | None = None) -> list[NodeSpec]:
+         offering: Offering | None = None, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[NodeSpec]:
     """Node specs for the whole cluster, each validated offline: a bad spec fails before any order call."""
-    offering = offering or resolve_offering(driver, spec)
+    offering = offering or resolve_offering(driver, spec, policy=policy)
     specs = [spec.node_spec(i, offering.name, (generations or {}).get(i, 0)) for i in range(spec.count)]
     for ns in specs:
         driver.validate(ns)
@@ -110,15 +119,34 @@ def order_cluster(
     on_ordered: Callable[[Node], None] | None = None,
     policy: RetryPolicy = DEFAULT_POLICY,
     rollback: bool = True,
+    lock: bool = True,
 ) -> list[Node]:
     """Order every node in parallel (idempotently), then wait for them all to run.
 
-    All or nothing by default: a partial GPU cluster in a placement group bills for nothing useful,
-    so when any node fails for a non-transient reason (capacity, quota) the nodes of this order are
-    released and :class:`OrderFailed` says which. ``rollback=False`` keeps them, listed in ``kept``.
+    All or nothing by default: a partial GPU cluster in a placement group bills for nothing useful, so when any
+    node fails for a non-transient reason (capacity, quota), or the wait for them fails, the nodes *this order
+    made* are released (each under ``policy``) and :class:`OrderFailed` says which. Nodes the cluster had before
+    the order (an earlier run's, a scale-up's first half) are never released by a failure. A node whose release
+    fails is listed by id in the error and in the leftovers file that :func:`release_cluster` reads.
+    ``rollback=False`` keeps this order's nodes, listed in ``kept``.
+
+    ``lock``: hold the cluster's lock on this machine (:func:`~.runstate.cluster_lock`) for the whole order, so a
+    second run of the same spec waits for the first, then finds its nodes and buys nothing.
     """
     if not specs:
         return []
+    cluster = specs[0].cluster
+    guard = cluster_lock(driver, cluster, timeout=policy.deadline) if lock else contextlib.nullcontext()
+    with guard:
+        return _order(driver, specs, max_workers=max_workers, wait=wait, timeout=timeout, progress=progress,
+                      on_ordered=on_ordered, policy=policy, rollback=rollback)
+
+
+def _order(driver: ComputeDriver, specs: Sequence[NodeSpec], *, max_workers: int, wait: bool, timeout: float,
+           progress: OrderProgress | None, on_ordered: Callable[[Node], None] | None, policy: RetryPolicy,
+           rollback: bool) -> list[Node]:
+    cluster = specs[0].cluster
+    before = [n.id for n in policy.call(driver.list_nodes, cluster)]
 
     def one(ns: NodeSpec) -> _Outcome:
         try:
@@ -132,34 +160,85 @@ def order_cluster(
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(specs)))) as pool:
         outcomes = list(pool.map(one, specs))
     failed = [o for o in outcomes if o.error]
-    made = [o.node for o in outcomes if o.node]
+    made = [o.node for o in outcomes if o.node is not None]
     if failed:
-        first = failed[0]
-        assert first.error is not None
-        released: list[str] = []
-        left = ""
-        if rollback and made:
-            try:  # subscriptions are ended only where the spec opted in; otherwise kept, and the error says so
-                release_nodes(driver, [n.id for n in made], policy=policy, max_workers=max_workers,
-                              unsubscribe=specs[0].release_subscriptions)
-                released = [n.id for n in made]
-            except SubscriptionError as exc:
-                left = f"; the subscription node(s) are kept: {exc.message}"
-        if rollback:  # what the order made for the cluster goes too, unless other nodes of it still use it
-            try:
-                release_cluster_resources(driver, specs[0].cluster, policy=policy)
-            except MetalfleetError as exc:
-                left = f"; the cluster's shared resources are left (metalfleet release removes them): {exc}"
+        first = failed[0].error
+        assert first is not None
         summary = "; ".join(f"{o.spec.name}: {o.error}" for o in failed[:5])
         more = f" (+{len(failed) - 5} more)" if len(failed) > 5 else ""
-        action = f"released {len(released)} node(s) of this order" if released else (
-            f"kept {len(made)} node(s)" if made else "no node was created")
-        raise OrderFailed(f"{len(failed)} of {len(specs)} node(s) failed: {summary}{more}; {action}{left}",
-                          cause=first.error, released=released, kept=[] if released else [n.id for n in made])
-    nodes = [n for n in made if n is not None]
+        raise _roll_back(driver, specs, before, made, f"{len(failed)} of {len(specs)} node(s) failed: {summary}{more}",
+                         first, policy=policy, rollback=rollback, max_workers=max_workers, timeout=timeout)
     if not wait:
-        return nodes
-    return policy.call(driver.wait, [n.id for n in nodes], NodeState.RUNNING, timeout=timeout, progress=progress)
+        return made
+    try:
+        return policy.call(driver.wait, [n.id for n in made], NodeState.RUNNING, timeout=timeout, progress=progress)
+    except MetalfleetError as exc:
+        raise _roll_back(driver, specs, before, made, f"the wait for {len(made)} node(s) to run failed: {exc}", exc,
+                         policy=policy, rollback=rollback, max_workers=max_workers, timeout=timeout) from exc
+
+
+def _roll_back(driver: ComputeDriver, specs: Sequence[NodeSpec], before: Sequence[str], made: Sequence[Node],
+               summary: str, cause: MetalfleetError, *, policy: RetryPolicy, rollback: bool, max_workers: int,
+               timeout: float) -> OrderFailed:
+    """Release what this order made (never what existed before it) and build the error that says what happened."""
+    cluster = specs[0].cluster
+    existing = set(before)
+    ours = list(dict.fromkeys(n.id for n in made if n.id not in existing))
+    notes: list[str] = []
+    try:  # a node whose create answer was lost is not in `made`, but the provider lists it under the cluster
+        ours += [n.id for n in policy.call(driver.list_nodes, cluster) if n.id not in existing and n.id not in ours]
+    except MetalfleetError as exc:
+        notes.append(f"listing the cluster's nodes to find any whose create answer was lost failed ({exc})")
+    released: list[str] = []
+    left: dict[str, str] = {}
+    kept: list[str] = []
+    if not rollback:
+        kept = ours
+    elif ours:
+        unsubscribe = specs[0].release_subscriptions
+        try:
+            check_release(driver, ours, unsubscribe=unsubscribe, policy=policy)
+        except SubscriptionError as exc:  # subscriptions end only where the spec opted in; the error says so
+            kept = ours
+            notes.append(f"the subscription node(s) are kept: {exc.message}")
+        except MetalfleetError as exc:
+            kept = ours
+            left = {i: f"could not read whether it is a subscription: {exc}" for i in ours}
+        else:
+            def one(node_id: str) -> str | None:
+                try:
+                    policy.call(driver.release, node_id, wait=True, timeout=timeout, unsubscribe=unsubscribe)
+                    return None
+                except MetalfleetError as exc:
+                    return str(exc)
+
+            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(ours)))) as pool:
+                for node_id, why in zip(ours, pool.map(one, ours), strict=True):
+                    if why is None:
+                        released.append(node_id)
+                    else:
+                        left[node_id] = f"release failed: {why}"
+                        kept.append(node_id)
+    if rollback and not existing and not kept:  # what the order made for the cluster goes with its last node
+        try:
+            release_cluster_resources(driver, cluster, policy=policy)
+        except MetalfleetError as exc:
+            notes.append(f"the cluster's shared resources are left (metalfleet release removes them): {exc}")
+    path = record_leftovers(driver, cluster, left) if left else None
+    parts = [summary]
+    if released:
+        parts.append(f"released {len(released)} node(s) this order made")
+    elif not ours:
+        parts.append("this order made no node")
+    if left:
+        parts.append(f"could not release {len(left)} node(s) this order made: {', '.join(sorted(left))} (listed in "
+                     f"{path}; `metalfleet release` on the spec releases them)")
+    elif kept:
+        parts.append(f"kept the {len(kept)} node(s) this order made: {', '.join(kept)}")
+    if existing:
+        parts.append(f"the {len(existing)} node(s) the cluster had before this order are untouched")
+    return OrderFailed("; ".join(parts + notes), cause=cause, released=released, kept=kept, existing=before,
+                       leftovers=left)
 
 
 def check_release(driver: ComputeDriver, node_ids: Sequence[str], *, unsubscribe: bool = False,
@@ -199,13 +278,29 @@ def release_cluster_resources(driver: ComputeDriver, cluster: str, *,
 
 
 def release_cluster(driver: ComputeDriver, cluster: str, *, policy: RetryPolicy = DEFAULT_POLICY,
-                    max_workers: int = 64, unsubscribe: bool = False) -> list[str]:
-    """Release every live node tagged with ``cluster``, then what the driver made for the cluster as a
-    whole (:func:`release_cluster_resources`): nothing metalfleet created for it is left. Returns the
-    released nodes' ids. Subscription nodes are ended early only with ``unsubscribe``; without it a cluster
-    that has any is refused whole (:class:`SubscriptionError`), before anything is released."""
-    nodes = policy.call(driver.list_nodes, cluster)
-    ids = [n.id for n in nodes]
-    release_nodes(driver, ids, policy=policy, max_workers=max_workers, unsubscribe=unsubscribe)
-    release_cluster_resources(driver, cluster, policy=policy)
-    return ids
+                    max_workers: int = 64, unsubscribe: bool = False, lock: bool = True) -> list[str]:
+    """Release every live node tagged with ``cluster`` and every node a failed order of it left (the leftovers
+    file), then what the driver made for the cluster as a whole (:func:`release_cluster_resources`): nothing
+    metalfleet created for it is left. Returns the released nodes' ids. Subscription nodes are ended early only
+    with ``unsubscribe``; without it a cluster that has any is refused whole (:class:`SubscriptionError`), before
+    anything is released. ``lock``: hold the cluster's lock on this machine (an order of it waits)."""
+    guard = cluster_lock(driver, cluster, timeout=policy.deadline) if lock else contextlib.nullcontext()
+    with guard:
+        ids = [n.id for n in policy.call(driver.list_nodes, cluster)]
+        recorded = [i for i in leftovers(driver, cluster) if i not in ids]
+        gone: list[str] = []
+        for node_id in recorded:
+            try:
+                node = policy.call(driver.get, node_id)
+            except NotFoundError:
+                gone.append(node_id)
+                continue
+            if node.state.is_gone:
+                gone.append(node_id)
+            else:
+                ids.append(node_id)
+        forget_leftovers(driver, cluster, gone)
+        release_nodes(driver, ids, policy=policy, max_workers=max_workers, unsubscribe=unsubscribe)
+        forget_leftovers(driver, cluster, ids)
+        release_cluster_resources(driver, cluster, policy=policy)
+        return ids

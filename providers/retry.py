@@ -1,11 +1,18 @@
-"""The one retry policy: only throttling and transient faults, jittered, bounded.
+"""The one retry policy: only throttling and transient faults, jittered, bounded by one deadline.
 
 Auth, quota, capacity and invalid-spec errors are never retried: repeating them wastes the
 caller's time and, for capacity, can hide that the zone is out of GPUs.
+
+A storm of throttling is ridden out, not counted: by default there is no cap on attempts, only the deadline
+(``METALFLEET_RETRY_DEADLINE`` seconds, 600 unless set), so a call that meets 50% throttling still completes,
+and one whose storm outlasts the deadline ends with the provider's last error saying how long it tried.
+``Retry-After`` (a :class:`~.errors.RateLimitedError`'s ``retry_after``) is honoured, within the deadline.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,52 +22,101 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
+    stop_never,
     wait_random_exponential,
 )
 
-from .errors import RateLimitedError, TransientError
+from .errors import MetalfleetError, RateLimitedError, TransientError
 
 T = TypeVar("T")
 
-__all__ = ["RetryPolicy", "is_retryable"]
+__all__ = ["DEADLINE_ENV", "DEFAULT_DEADLINE", "DEFAULT_POLICY", "RetryPolicy", "default_deadline", "is_retryable"]
+
+#: Overrides the default deadline (seconds) of every policy built without one.
+DEADLINE_ENV = "METALFLEET_RETRY_DEADLINE"
+DEFAULT_DEADLINE = 600.0
 
 
 def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, TransientError)
 
 
+def default_deadline() -> float:
+    """``METALFLEET_RETRY_DEADLINE`` when set to a positive number of seconds, else 600."""
+    raw = os.environ.get(DEADLINE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_DEADLINE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        from .errors import InvalidSpecError
+
+        raise InvalidSpecError(f"{DEADLINE_ENV}={raw!r} is not a positive number of seconds",
+                               field=DEADLINE_ENV, value=raw)
+    return value
+
+
 class RetryPolicy:
-    """Retry transient faults with full-jitter exponential backoff, bounded by attempts and time."""
+    """Retry transient faults with full-jitter exponential backoff until ``deadline`` seconds have passed.
+
+    ``attempts`` (None: no cap) additionally bounds the tries; ``max_delay`` is the older name of ``deadline``.
+    ``deadline`` None reads :func:`default_deadline` each time the policy is used. The wait before a retry never
+    runs past the deadline: the last try comes before it, and its error is raised with how long it was tried.
+    """
 
     def __init__(
         self,
-        attempts: int = 8,
-        max_delay: float = 120.0,
+        attempts: int | None = None,
+        max_delay: float | None = None,
         base: float = 0.2,
-        cap: float = 10.0,
+        cap: float = 20.0,
+        *,
+        deadline: float | None = None,
     ) -> None:
+        if attempts is not None and attempts < 1:
+            raise ValueError("attempts must be at least 1")
         self.attempts = attempts
-        self.max_delay = max_delay
+        self._deadline = deadline if deadline is not None else max_delay
         self.base = base
         self.cap = cap
 
+    @property
+    def deadline(self) -> float:
+        return self._deadline if self._deadline is not None else default_deadline()
+
+    @property
+    def max_delay(self) -> float:  # the older name
+        return self.deadline
+
     def _wait(self, state: RetryCallState) -> float:
-        jitter = wait_random_exponential(multiplier=self.base, max=self.cap)(state)
+        jitter = float(wait_random_exponential(multiplier=self.base, max=self.cap)(state))
         exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, RateLimitedError) and exc.retry_after:
-            return max(float(exc.retry_after), jitter)
-        return float(jitter)
+        wait = max(float(exc.retry_after), jitter) if isinstance(exc, RateLimitedError) and exc.retry_after else jitter
+        left = self.deadline - (state.seconds_since_start or 0.0)
+        return max(0.0, min(wait, left - 0.01)) if left > 0 else 0.0
 
     def retrying(self) -> Retrying:
-        return Retrying(
-            retry=retry_if_exception(is_retryable),
-            wait=self._wait,
-            stop=stop_after_attempt(self.attempts) | stop_after_delay(self.max_delay),
-            reraise=True,
-        )
+        deadline = self.deadline
+        stop = stop_after_delay(deadline) | (stop_after_attempt(self.attempts) if self.attempts else stop_never)
+        return Retrying(retry=retry_if_exception(is_retryable), wait=self._wait, stop=stop, reraise=True)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return self.retrying()(fn, *args, **kwargs)
+        started = time.monotonic()
+        retrying = self.retrying()
+        try:
+            return retrying(fn, *args, **kwargs)
+        except MetalfleetError as exc:
+            tries = retrying.statistics.get("attempt_number", 1)
+            if exc.retryable and tries > 1 and not getattr(exc, "_gave_up", False):
+                took = time.monotonic() - started
+                why = (f"at most {self.attempts} tries" if self.attempts and tries >= self.attempts else
+                       f"the retry deadline is {self.deadline:.0f}s, {DEADLINE_ENV} sets it")
+                exc.message = f"{exc.message} (gave up after {tries} tries over {took:.0f}s; {why})"
+                exc.args = (exc.message,)
+                exc._gave_up = True  # type: ignore[attr-defined]  # an outer policy does not say it twice
+            raise
 
 
 DEFAULT_POLICY = RetryPolicy()

@@ -28,6 +28,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
 
 
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's own metalfleet state folder (cluster locks, leftovers), inherited by the processes it starts:
+    nothing a test run does lands in the user's ~/.local/state."""
+    from metalfleet.providers.runstate import STATE_DIR_ENV
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("state")))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("requires_root")
     if marker is not None:

@@ -91,6 +91,9 @@ class Harness:
     read_actions: frozenset[str] = frozenset({"DescribeInstanceTypes", "DescribeSubnets"})
     shared_resources: int = 2
     pool: BmcPool | None = None
+    #: The calls that end a node and that read its state (the fault suite aims faults at them).
+    release_action: str = "TerminateInstances"
+    read_action: str = "DescribeInstances"
 
     # -- drivers -------------------------------------------------------------------------
     def driver(self, *, throttle: float = 0.0, capacity: int | None = None, seed: int = 7) -> ComputeDriver:
@@ -123,6 +126,32 @@ class Harness:
                 d = AwsDriver(region=REGION, endpoint_url=self.emulator.url, poll=0.02)
         self.drivers.append(d)
         return d
+
+    def faults(self, **faults: Any) -> None:
+        """Switch the emulator's faults (the kit's settings: throttle, server_error, lost_response, latency_ms,
+        actions, script, seed); on the pool, its Redfish BMCs' (ipmi_sim has no faults). The fake has none."""
+        target = self.pool.redfish if self.pool is not None else self.emulator
+        assert target is not None, f"{self.kind} has no fault switch"
+        target.set_faults(**faults)
+
+    def orphans(self, cluster: str) -> list[str]:
+        """Everything the cloud itself still lists for ``cluster``: live nodes, the shared resources
+        (:meth:`made_for`) and, on AWS, the volumes and network interfaces its instances were tagged with."""
+        left = [f"node:{n.id}" for n in self.cloud_nodes(cluster)] + self.made_for(cluster)
+        if self.kind == "aws":
+            assert self.emulator is not None
+            ec2 = ec2_client(self.emulator)
+            mine = [{"Name": "tag:metalfleet:cluster", "Values": [cluster]}]
+            left += [f"volume:{v['VolumeId']}" for v in ec2.describe_volumes(Filters=mine)["Volumes"]]
+            left += [f"eni:{e['NetworkInterfaceId']}"
+                     for e in ec2.describe_network_interfaces(Filters=mine)["NetworkInterfaces"]]
+        return left
+
+    def cloud_nodes(self, cluster: str) -> list[Any]:
+        """The cluster's live nodes, read by a fresh driver with every fault off."""
+        self.faults_off()
+        d = self.driver()
+        return d.list_nodes(cluster)
 
     def faults_off(self) -> None:
         if self.emulator is not None:
@@ -256,18 +285,23 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         bms = request.getfixturevalue("huawei_emulator")
         yield Harness("huawei", cluster, HUAWEI_ZONE, tmp_path, emulator=bms, throttle_code="APIGW.0308",
                       create_action="CreateBareMetalServers",
-                      read_actions=frozenset({"ListBaremetalFlavorDetailExtends"}), shared_resources=0)
+                      read_actions=frozenset({"ListBaremetalFlavorDetailExtends"}), shared_resources=0,
+                      release_action="CancelResourcesSubscription", read_action="ShowBaremetalServerDetails")
         bms.set_faults()
         return
     if request.param == "alibaba":
         ecs: EmulatorClient = request.getfixturevalue("alibaba_emulator")
-        yield Harness("alibaba", cluster, ali.ZONE, tmp_path, emulator=ecs, throttle_code="Throttling.User")
+        yield Harness("alibaba", cluster, ali.ZONE, tmp_path, emulator=ecs, throttle_code="Throttling.User",
+                      release_action="DeleteInstances")
         ecs.set_faults()
         return
     if request.param == "ipmi":
         pool: BmcPool = request.getfixturevalue("ipmi_pool")
         areas.note("sim host")  # the session's pool: its hosts and BMC simulators
-        h = Harness("ipmi", cluster, IPMI_POOL, tmp_path, pool=pool, shared_resources=0)
+        h = Harness("ipmi", cluster, IPMI_POOL, tmp_path, pool=pool, shared_resources=0,
+                    create_action="POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset",
+                    release_action="POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset",
+                    read_action="GET /redfish/v1/Systems/{id}")
         yield h
         pool.redfish.set_faults()
         off = IpmiDriver(h._inventory(), tmp_path / "teardown-claims.json")
