@@ -82,16 +82,34 @@ def _driver_for(spec: ClusterSpec, args: argparse.Namespace) -> Any:
     return get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
 
 
+def _seconds(raw: str) -> float:
+    """A positive, finite number of seconds (argparse names the flag when this raises)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def _policy_for(args: argparse.Namespace) -> Any:
+    from metalfleet.providers.retry import RetryPolicy
+
+    return RetryPolicy(deadline=args.retry_deadline) if getattr(args, "retry_deadline", None) else RetryPolicy()
+
+
 def cmd_order(args: argparse.Namespace) -> int:
     from metalfleet.providers import load_spec
     from metalfleet.providers.fleet import order_cluster, plan
 
     spec = load_spec(args.spec)
     driver = _driver_for(spec, args)
-    specs = plan(driver, spec)
+    policy = _policy_for(args)
+    specs = plan(driver, spec, policy=policy)
     print(f"ordering {len(specs)} x {specs[0].offering} for cluster {spec.name} on {spec.provider}",
           file=sys.stderr)
-    nodes = order_cluster(driver, specs, progress=_progress)
+    nodes = order_cluster(driver, specs, progress=_progress, policy=policy)
     print(file=sys.stderr)
     print(json.dumps([n.to_dict() for n in nodes], indent=2) if args.json else _node_rows(nodes))
     return 0
@@ -102,7 +120,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     from metalfleet.providers.fleet import release_cluster
 
     spec = load_spec(args.spec)
-    ids = release_cluster(_driver_for(spec, args), spec.name,
+    ids = release_cluster(_driver_for(spec, args), spec.name, policy=_policy_for(args),
                           unsubscribe=args.unsubscribe or spec.capacity.release_subscriptions)
     print(f"released {len(ids)} node(s) of cluster {spec.name}: {' '.join(ids) or '-'}")
     return 0
@@ -176,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE",
                        help="non-secret driver setting (credentials come from the environment)")
         c.add_argument("--json", action="store_true")
+        c.add_argument("--retry-deadline", type=_seconds, metavar="SECONDS",
+                       help="how long each API operation rides out throttling and 5xx before giving up (default: "
+                            "METALFLEET_RETRY_DEADLINE, else 600)")
         if name == "release":
             c.add_argument("--unsubscribe", action="store_true",
                            help="end subscription nodes (monthly/yearly) early: unsubscribe them, or convert and "

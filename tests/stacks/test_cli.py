@@ -72,3 +72,38 @@ def test_release_of_subscriptions_needs_unsubscribe(tmp_path: Path) -> None:
 def test_unknown_provider_is_refused() -> None:
     out = run("offerings", "--provider", "nimbus")
     assert out.returncode == 2 and "nimbus" in out.stderr
+
+
+def test_two_orders_of_one_spec_at_once_buy_it_once(tmp_path: Path) -> None:
+    """Two `metalfleet order` of the same spec at the same time (the cluster lock: the second waits, then finds the
+    first's nodes by their keys)."""
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: clirace\nprovider: fake\nregion: local-1\noffering: fake.8xa100\ncount: 4\nimage: i\n")
+    args = [*CLI, "order", str(spec), "--driver-config", f"state_path={tmp_path / 'fake.json'}",
+            "--driver-config", "boot_seconds=0.5", "--json"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    a, b = (sorted(n["id"] for n in json.loads(out)) for out, _ in outs)
+    assert a == b and len(a) == 4
+    rel = run("release", str(spec), "--driver-config", f"state_path={tmp_path / 'fake.json'}")
+    assert "released 4 node(s)" in rel.stdout
+
+
+def test_a_failed_order_says_what_it_released_in_one_line(tmp_path: Path) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: clifail\nprovider: fake\nregion: local-1\noffering: fake.8xa100\ncount: 3\nimage: i\n")
+    out = run("order", str(spec), "--driver-config", f"state_path={tmp_path / 'fake.json'}",
+              "--driver-config", "capacity=1")
+    assert out.returncode == 1
+    [line] = out.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: 2 of 3 node(s) failed") and "released 1 node(s) this order made" in line
+    assert "Traceback" not in out.stderr
+    gone = run("release", str(spec), "--driver-config", f"state_path={tmp_path / 'fake.json'}")
+    assert "released 0 node(s)" in gone.stdout
+
+
+def test_a_bad_retry_deadline_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    for bad in ("-1", "0", "inf", "nan", "1x"):
+        out = run("order", str(tmp_path / "missing.yaml"), "--retry-deadline", bad)
+        assert out.returncode == 2 and "--retry-deadline" in out.stderr and repr(bad) in out.stderr, out.stderr
