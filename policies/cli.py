@@ -54,6 +54,15 @@ def summary_lines(report: Report) -> list[str]:
 def cmd_policy_check(args: argparse.Namespace) -> int:
     # A run builds many small objects and frees none until it ends: the cyclic GC would only rescan them.
     gc.disable()
+    from metalfleet.providers.errors import InvalidSpecError
+    from metalfleet.providers.textfile import check_output_path, write_text_file
+
+    if args.output is not None:  # checked before any work: a bad --output costs nothing and leaves nothing
+        check_output_path(args.output, "--output file")
+    if args.tf_dir is not None and not Path(args.tf_dir).is_dir():
+        why = "no such folder" if not Path(args.tf_dir).exists() else "not a folder"
+        raise InvalidSpecError(f"--tf-dir {args.tf_dir}: {why} (the Terraform configuration's folder)",
+                               field="tf-dir", value=args.tf_dir)
     config = load_config(args.config) if args.config else PolicyConfig()
     jobs = args.jobs
     if jobs is None:
@@ -63,7 +72,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     report = check_paths(args.paths, config, tf_dir=args.tf_dir, jobs=jobs)
     out = render(report, args.format)
     if args.output:
-        Path(args.output).write_text(out, encoding="utf-8")
+        write_text_file(args.output, out, "--output file")
         print(summary(report), file=sys.stderr)
     else:
         sys.stdout.write(out)

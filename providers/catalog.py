@@ -245,7 +245,29 @@ _BLOCK = {"windows": list, "max_instances": int, "lead_days": int}
 
 
 def _bad(source: str, where: str, value: object, why: str) -> InvalidSpecError:
-    return InvalidSpecError(f"offering catalogue {source}: {where}: {why}", field=where, value=value)
+    from .textfile import shorten
+
+    shown = "{...}" if isinstance(value, dict) else "[...]" if isinstance(value, list) else shorten(value)
+    return InvalidSpecError(f"offering catalogue {source}: {where}: {why} (got {shown})", field=where, value=value)
+
+
+def _mapping(raw: object, where: str, source: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise _bad(source, where, raw, "must be a mapping")
+    return raw
+
+
+def _list(raw: object, where: str, source: str) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _bad(source, where, raw, "must be a list")
+    return raw
+
+
+#: Fields that count or measure something: a negative value is no offering.
+_NON_NEGATIVE = {"gpu_count", "gpu_memory_gib", "interconnect_gbps", "fabric_cards", "fabric_gbps", "vcpus",
+                 "memory_gib", "nvme_count", "nvme_size_gib", "cpu_cores"}
 
 
 def _entry(raw: object, where: str, source: str) -> CatalogOffering:
@@ -264,8 +286,10 @@ def _entry(raw: object, where: str, source: str) -> CatalogOffering:
         if value is None and nullable:
             values[key] = None
             continue
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise _bad(source, f"{where}.{key}", value, f"expected {getattr(kind, '__name__', 'a number')}")
+        if key in _NON_NEGATIVE and isinstance(value, int | float) and value < 0:
+            raise _bad(source, f"{where}.{key}", value, "must be >= 0")
         values[key] = value
     if values["vendor"] not in get_args(Vendor):
         raise _bad(source, f"{where}.vendor", values["vendor"], f"not one of {', '.join(get_args(Vendor))}")
@@ -300,8 +324,10 @@ def _typed(raw: dict[str, Any], spec: Mapping[str, type], where: str, source: st
         kind = spec.get(key)
         if kind is None:
             raise _bad(source, f"{where}.{key}", value, f"unknown key (known: {', '.join(spec)})")
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise _bad(source, f"{where}.{key}", value, f"expected {kind.__name__}")
+        if kind is int and isinstance(value, int) and value < 0:
+            raise _bad(source, f"{where}.{key}", value, "must be >= 0")
 
 
 def _terms(raw: dict[str, Any], where: str, source: str) -> BillingTerms:
@@ -329,17 +355,22 @@ def _price_list(raw: object, where: str, source: str) -> PriceList:
     for key in ("provider", "currency", "as_of", "source", "regions"):
         if key not in raw:
             raise _bad(source, f"{where}.{key}", None, "missing")
+    for key in ("provider", "currency", "as_of", "source"):
+        if not isinstance(raw[key], str) or not raw[key]:
+            raise _bad(source, f"{where}.{key}", raw[key], "expected a non-empty string")
+    if raw.get("notes") is not None and not isinstance(raw["notes"], str):
+        raise _bad(source, f"{where}.notes", raw["notes"], "expected str")
     try:
         as_of = date.fromisoformat(str(raw["as_of"]))
     except ValueError:
         raise _bad(source, f"{where}.as_of", raw["as_of"], "not a date (YYYY-MM-DD)") from None
     regions: dict[str, Mapping[str, Mapping[BillingModel, float]]] = {}
-    for region, table in dict(raw["regions"]).items():
+    for region, table in _mapping(raw["regions"], f"{where}.regions", source).items():
         offerings: dict[str, Mapping[BillingModel, float]] = {}
-        for name, rates in dict(table).items():
+        for name, rates in _mapping(table, f"{where}.regions.{region}", source).items():
             at = f"{where}.regions.{region}.{name}"
             parsed: dict[BillingModel, float] = {}
-            for billing, hourly in dict(rates).items():
+            for billing, hourly in _mapping(rates, at, source).items():
                 try:
                     model = BillingModel(billing)
                 except ValueError:
@@ -366,15 +397,17 @@ def parse_catalog(doc: object, source: str = "<catalog>") -> Catalog:
     (``offerings.3.fabric``), a repeated offering, or a price for an offering the catalogue does not list."""
     if not isinstance(doc, dict):
         raise _bad(source, "(top level)", doc, "must be a mapping")
-    if doc.get("schema") != _SCHEMA:
+    if doc.get("schema") != _SCHEMA or isinstance(doc.get("schema"), bool):
         raise _bad(source, "schema", doc.get("schema"), f"this metalfleet reads schema {_SCHEMA}")
-    entries = tuple(_entry(raw, f"offerings.{i}", source) for i, raw in enumerate(doc.get("offerings") or []))
+    entries = tuple(_entry(raw, f"offerings.{i}", source)
+                    for i, raw in enumerate(_list(doc.get("offerings"), "offerings", source)))
     seen: set[tuple[str, str]] = set()
     for i, e in enumerate(entries):
         if (e.provider, e.name) in seen:
             raise _bad(source, f"offerings.{i}.name", e.name, f"{e.provider} {e.name} is listed twice")
         seen.add((e.provider, e.name))
-    lists = tuple(_price_list(raw, f"price_lists.{i}", source) for i, raw in enumerate(doc.get("price_lists") or []))
+    lists = tuple(_price_list(raw, f"price_lists.{i}", source)
+                  for i, raw in enumerate(_list(doc.get("price_lists"), "price_lists", source)))
     for i, price_list in enumerate(lists):
         for region, table in price_list.regions.items():
             for name in table:
@@ -384,18 +417,13 @@ def parse_catalog(doc: object, source: str = "<catalog>") -> Catalog:
     return Catalog(entries=entries, price_lists=lists)
 
 
-def catalog_from_file(path: str) -> Catalog:
-    """A catalogue from a JSON file (such as one ``metalfleet catalogue refresh`` wrote); errors name the field."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except OSError as exc:
-        raise InvalidSpecError(f"offering catalogue {path}: cannot read it ({exc.strerror})", field="catalog",
-                               value=path) from None
-    except json.JSONDecodeError as exc:
-        raise InvalidSpecError(f"offering catalogue {path}: not JSON (line {exc.lineno}, column {exc.colno}: "
-                               f"{exc.msg})", field="catalog", value=path) from None
-    return parse_catalog(cast(object, doc), path)
+def catalog_from_file(path: str, what: str = "offering catalogue") -> Catalog:
+    """A catalogue from a JSON file (such as one ``metalfleet catalogue refresh`` wrote): read as every user
+    file is (:func:`~metalfleet.providers.textfile.read_json_file`: a size limit, UTF-8, bounded nesting), so
+    bad bytes or bad JSON are a one-line BadFileError naming the file; a bad value names its field."""
+    from .textfile import read_json_file
+
+    return parse_catalog(read_json_file(path, what), path)
 
 
 def catalog_document() -> dict[str, Any]:

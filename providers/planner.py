@@ -394,6 +394,8 @@ def _option(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering, reg
     option = Option(entry=entry, region=region, billing=billing, nodes=nodes, price=price, rate=rate,
                     billed_hours=billed_hours, lines=tuple(lines), warnings=tuple(warnings),
                     unpriced=tuple(unpriced), run_hours=hours)
+    if not math.isfinite(option.total):  # finite inputs can still multiply past what a float holds
+        return "its total cost overflows a number: check exchange_rates, storage and egress_tib"
     if req.budget is not None and option.total > req.budget + _TIE:
         return f"costs {option.total:,.2f} {cur}, over the budget of {req.budget:,.2f} {cur}"
     return option

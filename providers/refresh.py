@@ -18,7 +18,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 from .catalog import ANY_REGION, Catalog, catalog_document, parse_catalog
@@ -201,13 +200,13 @@ def refresh_catalogue(catalog_path: str | None, out: str, *, providers: Sequence
                       today: date | None = None) -> RefreshReport:
     """Refresh ``providers``' prices in the catalogue at ``catalog_path`` (default: the shipped one), write
     ``out``, and report what changed."""
+    from .textfile import check_output_path, read_json_file
+
     today = today or date.today()
+    check_output_path(out, "--out file")  # before any API call: a bad --out costs nothing
     if catalog_path:
-        try:
-            doc = json.loads(Path(catalog_path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InvalidSpecError(f"offering catalogue {catalog_path}: cannot read it ({exc})", field="catalog",
-                                   value=catalog_path) from None
+        doc = read_json_file(catalog_path, "offering catalogue (--catalog)")
+        parse_catalog(doc, catalog_path)  # a bad value is named with the file, before any API call
     else:
         doc = catalog_document()
     report = RefreshReport(out=out, as_of=today)
@@ -220,5 +219,7 @@ def refresh_catalogue(catalog_path: str | None, out: str, *, providers: Sequence
         doc = refresh_document(doc, provider, src.make(endpoint_url), currency=src.currency,
                                source=f"{src.source}{where}, fetched {today.isoformat()}", regions=regions,
                                today=today, report=report)
-    Path(out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    from .textfile import write_text_file
+
+    write_text_file(out, json.dumps(doc, indent=2) + "\n", "--out file")
     return report

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import InvalidSpecError
 from .models import BillingModel, Fabric
+from .spec import Flag, Int, Number
 
 __all__ = ["HOURS_PER_MONTH", "HOURS_PER_YEAR", "Checks", "ClusterDefaults", "Duration", "PlanRequirements",
            "StorageNeed", "load_requirements", "parse_requirements"]
@@ -22,16 +23,22 @@ HOURS_PER_YEAR = 8760.0
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: Numbers as in the cluster spec (:data:`~metalfleet.providers.spec.Int`, ``Number``, ``Flag``): ``gpus: true``
+    #: or ``gpus: '64'`` is no count, and ``.inf`` no duration, rate or budget.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+#: A run of more than a century is a typo (and its cost would overflow what a float holds).
+_CENTURY_HOURS = 100 * 8760.0
 
 
 class Duration(_Strict):
     """How long the run lasts: exactly one of hours, days, weeks or months (a month is 730 hours)."""
 
-    hours: float | None = Field(None, gt=0)
-    days: float | None = Field(None, gt=0)
-    weeks: float | None = Field(None, gt=0)
-    months: float | None = Field(None, gt=0)
+    hours: Number | None = Field(None, gt=0, le=_CENTURY_HOURS)
+    days: Number | None = Field(None, gt=0, le=_CENTURY_HOURS / 24)
+    weeks: Number | None = Field(None, gt=0, le=_CENTURY_HOURS / 168)
+    months: Number | None = Field(None, gt=0, le=1200)
 
     @model_validator(mode="after")
     def _one(self) -> Duration:
@@ -54,16 +61,16 @@ class Duration(_Strict):
 
 
 class StorageNeed(_Strict):
-    shared_tib: float = Field(0, ge=0, description="a shared (parallel) file system for the whole run, TiB")
-    block_gib_per_node: float = Field(0, ge=0, description="a block (data) volume on every node, GiB")
+    shared_tib: Number = Field(0, ge=0, description="a shared (parallel) file system for the whole run, TiB")
+    block_gib_per_node: Number = Field(0, ge=0, description="a block (data) volume on every node, GiB")
 
 
 class Checks(_Strict):
     """The buyers' checklist thresholds (warnings, not refusals)."""
 
-    min_cpu_cores_per_gpu: float = Field(4, ge=0, description="physical CPU cores per GPU below this: warned")
-    min_nvme_tib_per_node: float = Field(0, ge=0, description="local NVMe per node below this: warned")
-    max_price_age_days: int = Field(180, ge=0, description="prices older than this: warned")
+    min_cpu_cores_per_gpu: Number = Field(4, ge=0, description="physical CPU cores per GPU below this: warned")
+    min_nvme_tib_per_node: Number = Field(0, ge=0, description="local NVMe per node below this: warned")
+    max_price_age_days: Int = Field(180, ge=0, description="prices older than this: warned")
 
 
 class ClusterDefaults(_Strict):
@@ -79,24 +86,24 @@ class ClusterDefaults(_Strict):
 class PlanRequirements(_Strict):
     """What a run needs. Either ``gpus`` (total accelerators) or ``nodes``."""
 
-    gpus: int | None = Field(None, ge=1, le=65536)
-    nodes: int | None = Field(None, ge=1, le=2048)
+    gpus: Int | None = Field(None, ge=1, le=65536)
+    nodes: Int | None = Field(None, ge=1, le=2048)
     gpu: list[str] = Field(default_factory=list, description="GPU/NPU models allowed (any when empty)")
-    min_gpu_memory_gib: int = Field(0, ge=0)
+    min_gpu_memory_gib: Int = Field(0, ge=0)
     #: For a multi-node run: ``rdma`` (any RDMA fabric), ``any`` (warned when not RDMA) or a list of fabric kinds.
     fabric: str | list[Fabric] = "rdma"
-    bare_metal: bool | None = None
+    bare_metal: Flag | None = None
     providers: list[str] = Field(default_factory=list, description="allowed providers (default: all but fake)")
     regions: list[str] = Field(default_factory=list, description="allowed regions (default: any)")
     billing: list[BillingModel] = Field(default_factory=list, description="allowed billing models (default: all)")
     duration: Duration
     currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
     #: 1 unit of the named currency = this many units of ``currency``; never fetched, always given.
-    exchange_rates: dict[str, float] = Field(default_factory=dict)
-    budget: float | None = Field(None, gt=0, description="total budget in currency")
+    exchange_rates: dict[str, Number] = Field(default_factory=dict)
+    budget: Number | None = Field(None, gt=0, description="total budget in currency")
     storage: StorageNeed = StorageNeed()
-    egress_tib: float = Field(0, ge=0, description="data sent out to the internet over the run, TiB")
-    orderable_only: bool = Field(True, description="only offerings a metalfleet driver orders")
+    egress_tib: Number = Field(0, ge=0, description="data sent out to the internet over the run, TiB")
+    orderable_only: Flag = Field(True, description="only offerings a metalfleet driver orders")
     checks: Checks = Checks()
     cluster: ClusterDefaults = ClusterDefaults()
 

@@ -11,7 +11,16 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .checks import ACCEPTANCE_CHECKS
@@ -21,24 +30,51 @@ from .tags import TAG_CLUSTER, TAG_INDEX, TAG_NAME, TAG_PREFIX
 from .textfile import BadFileError, read_text_file, shorten
 from .yamlfile import parse_yaml
 
-__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "billing_problem", "load_spec", "load_yaml", "parse_spec",
-           "validation_error"]
+__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "Flag", "Int", "Number", "billing_problem", "load_spec", "load_yaml",
+           "parse_spec", "validation_error"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+    #: ``.inf`` and ``.nan`` are no threshold or baseline. Types are otherwise pydantic's lax ones (an enum from its
+    #: string, a list from a tuple, 2.0 as 2: resource inputs come back from Pulumi with every number a float);
+    #: :data:`Int`, :data:`Number` and :data:`Flag` refuse what lax mode would wrongly take.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, allow_inf_nan=False)
+
+
+def _number_input(what: str) -> Any:
+    def check(value: object) -> object:
+        if isinstance(value, bool):  # pydantic would read true as 1
+            raise ValueError(f"expected {what}, not a boolean")
+        if isinstance(value, str | bytes):  # nor would '16' be 16: a quoted number is a typo, or a template's
+            raise ValueError(f"expected {what}, not a string: write it without quotes")
+        return value
+
+    return check
+
+
+def _flag_input(value: object) -> object:
+    if not isinstance(value, bool):  # pydantic would read 'no', 'off', 0 and 1 as booleans
+        raise ValueError("expected true or false")
+    return value
+
+
+#: Whole numbers, numbers and booleans as a user's file must give them: ``count: true`` and ``count: '16'`` are
+#: refused (lax pydantic would take both), as is ``encrypted: 'no'``. Integral floats (2.0) still pass as ints.
+Int = Annotated[int, BeforeValidator(_number_input("a whole number"))]
+Number = Annotated[float, BeforeValidator(_number_input("a number"))]
+Flag = Annotated[bool, BeforeValidator(_flag_input)]
 
 
 class Requirements(_Strict):
     """Pick an offering by what it must have instead of by name."""
 
     gpu: str | None = Field(None, description="GPU model, e.g. H100, H200, A100, 910B")
-    min_gpus: int = Field(1, ge=1, le=64)
-    min_gpu_memory_gib: int = Field(0, ge=0)
+    min_gpus: Int = Field(1, ge=1, le=64)
+    min_gpu_memory_gib: Int = Field(0, ge=0)
     fabric: Fabric | None = None
-    bare_metal: bool | None = None
+    bare_metal: Flag | None = None
 
 
 def _bad(at: str, value: object, message: str) -> PydanticCustomError:
@@ -54,7 +90,7 @@ class NetworkSpec(_Strict):
     subnet_id: str | None = None
     #: Your own security groups, used as they are: metalfleet then makes no group and changes none.
     security_group_ids: list[str] = Field(default_factory=list)
-    public_ip: bool = False
+    public_ip: Flag = False
     #: CIDRs allowed to reach the nodes' SSH port (``ssh.port``), as ingress rules on the security group
     #: metalfleet makes for the cluster. Empty: SSH only from the cluster's own members.
     ssh_ingress_cidrs: list[str] = Field(default_factory=list)
@@ -89,7 +125,7 @@ class PlacementSpec(_Strict):
     strategy: Literal["cluster", "spread", "partition", "none"] = "cluster"
     group_name: str | None = None
     #: Partitions of a ``partition`` group (1-7, the most EC2 allows per zone); only with that strategy.
-    partition_count: int | None = Field(None, ge=1, le=7)
+    partition_count: Int | None = Field(None, ge=1, le=7)
 
     @model_validator(mode="after")
     def _combinations(self) -> PlacementSpec:
@@ -107,11 +143,11 @@ class PlacementSpec(_Strict):
 class CapacitySpec(_Strict):
     billing: BillingModel = BillingModel.ON_DEMAND
     reservation_id: str | None = None
-    capacity_block: bool = False
+    capacity_block: Flag = False
     #: Subscription nodes (monthly, reserved_1y, reserved_3y) are ended early on release (``metalfleet release``,
     #: ``pulumi destroy``, a replaced node): unsubscribed, or converted to pay-as-you-go and released, as the
     #: provider does it. Off: release refuses them, naming each node, its expiry and what ending it refunds.
-    release_subscriptions: bool = False
+    release_subscriptions: Flag = False
 
     @model_validator(mode="after")
     def _block_needs_reservation(self) -> CapacitySpec:
@@ -121,9 +157,9 @@ class CapacitySpec(_Strict):
 
 
 class VolumeModel(_Strict):
-    size_gib: int = Field(..., ge=8, le=65536)
+    size_gib: Int = Field(..., ge=8, le=65536)
     type: str = "gp3"
-    encrypted: bool = True
+    encrypted: Flag = True
     kms_key_id: str | None = None
     device_name: str | None = None
 
@@ -168,27 +204,27 @@ class SshSpec(_Strict):
     #: The provider's key pair (by name) whose public key the image installs for ``user``.
     key_pair: str | None = None
     private_key: str | None = Field(None, description="path to the private key; agent is used if unset")
-    port: int = Field(22, ge=1, le=65535)
+    port: Int = Field(22, ge=1, le=65535)
     bastion: str | None = Field(None, description="user@host[:port] of a jump host")
     known_hosts: str | None = None
     #: Accept and record a host's key at first contact (trust on first use). Off by default.
-    pin_on_first_contact: bool = False
+    pin_on_first_contact: Flag = False
 
 
 class BootstrapSpec(_Strict):
-    enabled: bool = True
+    enabled: Flag = True
     profile: str | None = Field(None, description="profile name; default follows provider and offering")
     #: Per-step settings that override the offering defaults, keyed by step name.
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class AcceptanceSpec(_Strict):
-    enabled: bool = True
-    threshold: float = Field(0.9, gt=0, le=1.5, description="pass at this fraction of the baseline")
-    replace_failed: bool = False
-    retry_budget: int = Field(2, ge=0, le=20)
+    enabled: Flag = True
+    threshold: Number = Field(0.9, gt=0, le=1.5, description="pass at this fraction of the baseline")
+    replace_failed: Flag = False
+    retry_budget: Int = Field(2, ge=0, le=20)
     #: Baseline values by dotted path (``nccl.all_reduce.intra_node_ring_busbw_gbs: 300``).
-    baselines: dict[str, float] = Field(default_factory=dict)
+    baselines: dict[str, Number] = Field(default_factory=dict)
     #: The checks a node must pass: one that fails, or that is skipped (no evidence, no baseline value),
     #: fails the node. None: the offering baseline's ``required`` list; []: none (every check advisory).
     mandatory: list[str] | None = Field(None, description="check names a node must pass (default: the baseline's)")
@@ -216,7 +252,7 @@ class ClusterSpec(_Strict):
     zone: str | None = None
     offering: str | None = None
     requirements: Requirements | None = None
-    count: int = Field(..., ge=1, le=2048)
+    count: Int = Field(..., ge=1, le=2048)
     image: str
     network: NetworkSpec = NetworkSpec()
     placement: PlacementSpec = PlacementSpec()

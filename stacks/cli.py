@@ -79,7 +79,8 @@ def _driver_for(spec: ClusterSpec, args: argparse.Namespace) -> Any:
     from metalfleet.providers import get_driver
     from metalfleet.providers.registry import parse_driver_config
 
-    return get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
+    return get_driver(spec.provider, region=spec.region,
+                      **parse_driver_config(args.driver_config, provider=spec.provider))
 
 
 def _seconds(raw: str) -> float:
@@ -141,7 +142,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
     env = {UNSUBSCRIBE_ENV: "1"} if getattr(args, "unsubscribe", False) else {}
     options = automation.StackOptions(backend_url=args.backend, stack=args.stack, env=env,
-                                      driver_config=parse_driver_config(args.driver_config))
+                                      driver_config=parse_driver_config(args.driver_config,
+                                                                        provider=spec.provider))
     fn = getattr(automation, args.command)
     result = fn(spec, options, on_output=lambda line: print(line, end="" if line.endswith("\n") else "\n"))
     if args.json:

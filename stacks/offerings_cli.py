@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -18,7 +19,7 @@ from metalfleet.providers.browse import OfferingRow, catalogue_rows, live_differ
 from metalfleet.providers.catalog import Catalog, catalog_from_file, load_catalog
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 
-__all__ = ["CATALOG_ENV", "add_arguments", "catalog_for", "cmd_offerings", "row_cells"]
+__all__ = ["CATALOG_ENV", "add_arguments", "bounded_int", "catalog_for", "cmd_offerings", "row_cells"]
 
 #: A catalogue file to read instead of the shipped one (as ``--catalog``), e.g. one a refresh wrote.
 CATALOG_ENV = "METALFLEET_CATALOG"
@@ -27,9 +28,31 @@ HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric"
 
 
 def catalog_for(path: str | None) -> Catalog:
-    """``--catalog`` (or $METALFLEET_CATALOG), else the catalogue shipped with metalfleet."""
-    path = path or os.environ.get(CATALOG_ENV) or None
-    return catalog_from_file(path) if path else load_catalog()
+    """``--catalog`` (or $METALFLEET_CATALOG), else the catalogue shipped with metalfleet. A bad file is a
+    one-line error naming the file and where it came from (the flag or the variable)."""
+    if path:
+        return catalog_from_file(path, "offering catalogue (--catalog)")
+    env = os.environ.get(CATALOG_ENV)
+    if env:
+        return catalog_from_file(env, f"offering catalogue (${CATALOG_ENV})")
+    return load_catalog()
+
+
+def bounded_int(low: int, high: int = 1_000_000) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number in ``low``..``high``: ``--top -3`` or ``--min-gpus 1e9`` is
+    refused by the parser (exit 2, naming the flag and the value) instead of meaning something odd."""
+
+    def parse(text: str) -> int:
+        value = text.strip()
+        if not value.lstrip("+-").isdigit() or not value.isascii():
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+        number = int(value)
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}..{high}, got {number}")
+        return number
+
+    parse.__name__ = "whole number"  # argparse names the type in its message
+    return parse
 
 
 def _n(value: float | None, unit: str = "") -> str:
@@ -61,7 +84,7 @@ def add_arguments(o: argparse.ArgumentParser) -> None:
     o.add_argument("--provider", action="append", help="provider name (repeatable; default: every provider)")
     o.add_argument("--region", help="only this region (with --live: the region to ask)")
     o.add_argument("--gpu", help="GPU/NPU model, e.g. H100")
-    o.add_argument("--min-gpus", type=int, default=0)
+    o.add_argument("--min-gpus", type=bounded_int(0, 1024), default=0, help="at least this many GPUs per node")
     o.add_argument("--fabric", choices=[f.value for f in Fabric])
     o.add_argument("--orderable", action="store_true", help="only offerings metalfleet's drivers order")
     o.add_argument("--live", action="store_true",
@@ -106,6 +129,8 @@ def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows
 
     failed = 0
     report: list[dict[str, Any]] = []
+    from metalfleet.providers.retry import DEFAULT_POLICY
+
     for name in providers:
         if name not in available_drivers():
             print(f"{name}: no driver in this metalfleet: shipped data only", file=sys.stderr)
@@ -115,7 +140,7 @@ def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows
         for region in regions:
             try:
                 driver = get_driver(name, **({"region": region} if region else {}))
-                live = driver.offerings()
+                live = DEFAULT_POLICY.call(driver.offerings)  # a throttle is ridden out, as when ordering
             except MetalfleetError as exc:
                 print(f"{name} {region or ''}: {exc}", file=sys.stderr)
                 failed += 1

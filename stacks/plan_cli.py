@@ -64,8 +64,15 @@ def _option_dict(o: Option) -> dict[str, Any]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from metalfleet.providers.textfile import check_output_path
     from metalfleet.stacks.offerings_cli import catalog_for
 
+    # Where the results go is checked first: a bad --out or --plot costs nothing and leaves nothing half written.
+    outputs = [(flag, path) for flag, path in (("--out", args.out), ("--plot", args.plot)) if path is not None]
+    for flag, path in outputs:
+        check_output_path(path, f"{flag} file")
+    if args.out is not None and args.plot is not None and Path(args.out).absolute() == Path(args.plot).absolute():
+        raise InvalidSpecError(f"--out and --plot name the same file {args.out}", field="plot", value=args.plot)
     req = load_requirements(args.requirements)
     result = plan(req, catalog_for(args.catalog))
     if args.json:
@@ -80,8 +87,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise InvalidSpecError(f"--option {args.option}: the plan has options 1-{len(result.options)}",
                                field="option", value=args.option)
     chosen = result.options[args.option - 1]
+    from metalfleet.providers.textfile import write_text_file
+
     if args.out:
-        Path(args.out).write_text(spec_yaml(chosen, req, args.requirements), encoding="utf-8")
+        write_text_file(args.out, spec_yaml(chosen, req, args.requirements), "--out file")
         print(f"\nwrote the cluster spec for #{args.option} ({chosen.label()}) to {args.out}; check it with "
               f"`metalfleet validate {args.out}`", file=sys.stderr)
         missing = [t for t in ("owner", "cost-center") if t not in req.cluster.tags]
@@ -94,8 +103,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         shown = list(result.options[:args.plot_top])
         if chosen not in shown:
             shown.append(chosen)
-        Path(args.plot).write_text(cost_svg(shown, req.currency, title=f"Cost over {req.duration}"),
-                                   encoding="utf-8")
+        write_text_file(args.plot, cost_svg(shown, req.currency, title=f"Cost over {req.duration}"), "--plot file")
         print(f"wrote the cost chart of {len(shown)} option(s) to {args.plot}", file=sys.stderr)
     return 0
 
@@ -110,16 +118,19 @@ def cmd_catalogue_refresh(args: argparse.Namespace) -> int:
 
 
 def add_cli_commands(sub: Any) -> None:
+    from metalfleet.stacks.offerings_cli import bounded_int
+
     p = sub.add_parser("plan", help="rank where to run a job by total cost (shipped catalogue, offline) and write "
                                     "the chosen cluster spec")
     p.add_argument("requirements", help="REQUIREMENTS.yaml: gpus or nodes, gpu, fabric, regions, duration, budget, "
                                         "billing, currency and exchange_rates, storage, egress_tib")
     p.add_argument("--catalog", metavar="catalog.json", help="read this catalogue file instead of the shipped one")
     p.add_argument("--out", metavar="cluster.yaml", help="write the chosen option as a cluster spec")
-    p.add_argument("--option", type=int, default=1, help="the rank of the option to write (default 1, the cheapest)")
+    p.add_argument("--option", type=bounded_int(1), default=1,
+                   help="the rank of the option to write (default 1, the cheapest)")
     p.add_argument("--plot", metavar="cost.svg", help="write cost over the run per option as an SVG chart")
-    p.add_argument("--plot-top", type=int, default=5, help="options in the chart (default 5)")
-    p.add_argument("--top", type=int, default=10, help="options listed (default 10)")
+    p.add_argument("--plot-top", type=bounded_int(1), default=5, help="options in the chart (default 5)")
+    p.add_argument("--top", type=bounded_int(1), default=10, help="options listed (default 10)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
 
