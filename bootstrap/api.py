@@ -7,33 +7,100 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from metalfleet.providers.console import with_host_keys
 from metalfleet.providers.contract import ComputeDriver
-from metalfleet.providers.errors import InvalidSpecError
+from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from metalfleet.providers.fleet import resolve_offering
 from metalfleet.providers.models import Node, NodeState, Offering
+from metalfleet.providers.retry import DEFAULT_POLICY, RetryPolicy
 from metalfleet.providers.spec import ClusterSpec
 
 from .connector import SshOptions
 from .inventory import Host, Inventory, hosts_from_spec
+from .logs import check_host_paths
 from .profiles import Profile, get_profile, profile_for_spec
 from .progress import ProgressCallback
 from .report import Report
 from .runner import RunOptions, run
+from .sessions import default_log_dir, host_log_file, select_hosts
 
 __all__ = ["bootstrap_cluster", "live_inventory", "run_bootstrap"]
 
 
-def live_inventory(spec: ClusterSpec, driver: ComputeDriver) -> tuple[Inventory, list[Node]]:
+def live_inventory(spec: ClusterSpec, driver: ComputeDriver, *,
+                   policy: RetryPolicy | None = None) -> tuple[Inventory, list[Node]]:
     """The hosts of ``spec``'s running nodes (those with a private IP) on ``driver``, and those nodes.
 
     What ``metalfleet bootstrap SPEC`` and ``metalfleet verify SPEC`` connect to. A cluster with no
     such node is an InvalidSpecError naming the cluster (before any connection).
+
+    Host keys are pinned as ``metalfleet up`` pins them: each node's ``extra["host_keys"]``, read here from
+    the driver's ``host_keys(node_id)`` (the console output) where the driver offers it, so a fresh
+    known_hosts needs no first-contact trust. Reads run under ``policy`` (default: the one retry policy).
+    A host left without a key (console empty or unreadable, a driver that reads none), that the
+    known_hosts file does not record either, is an InvalidSpecError that says so and names
+    ``ssh.known_hosts`` and ``ssh.pin_on_first_contact``, unless the spec turned the latter on.
     """
-    nodes = [n for n in driver.list_nodes(spec.name) if n.state == NodeState.RUNNING and n.private_ip]
+    retry = policy or DEFAULT_POLICY
+    nodes = [n for n in retry.call(driver.list_nodes, spec.name) if n.state == NodeState.RUNNING and n.private_ip]
     if not nodes:
         raise InvalidSpecError(f"cluster {spec.name} has no running node on {spec.provider}: order it first "
                                "(metalfleet up or metalfleet order)", field="name", value=spec.name)
-    return hosts_from_spec(spec, nodes, resolve_offering(driver, spec)), nodes
+    nodes, missing = _console_host_keys(driver, nodes, retry)
+    inventory = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
+    if missing and not inventory.ssh.trust_on_first_use:
+        _refuse_unpinned(spec, inventory, nodes, missing)
+    return inventory, nodes
+
+
+def _console_host_keys(driver: ComputeDriver, nodes: list[Node],
+                       retry: RetryPolicy) -> tuple[list[Node], dict[str, str]]:
+    """``nodes`` with ``extra["host_keys"]`` from ``driver.host_keys`` (the path ``metalfleet up`` takes, see
+    :func:`metalfleet.providers.console.with_host_keys`), and node id -> why it has none. A driver without
+    ``host_keys`` leaves every node as it is (its hosts are checked against known_hosts when they connect)."""
+    read = getattr(driver, "host_keys", None)
+    known: dict[str, tuple[str, ...]] = {n.id: tuple(n.extra["host_keys"]) for n in nodes if n.extra.get("host_keys")}
+    if not callable(read):
+        return nodes, {}
+    why: dict[str, str] = {}
+
+    def keys_of(node_id: str) -> tuple[str, ...]:
+        try:
+            keys = tuple(retry.call(read, node_id))
+        except MetalfleetError as exc:
+            why[node_id] = f"reading its console failed: {exc}"
+            raise
+        if keys:
+            known[node_id] = keys
+        else:
+            why[node_id] = (f"driver {getattr(driver, 'name', type(driver).__name__)} found no SSH host keys for it "
+                            "(its console output holds none yet, or the provider offers none)")
+        return keys
+
+    nodes = with_host_keys(nodes, known, keys_of)
+    return nodes, {i: w for i, w in why.items() if i not in known}
+
+
+def _refuse_unpinned(spec: ClusterSpec, inventory: Inventory, nodes: Sequence[Node],
+                     missing: Mapping[str, str]) -> None:
+    """Raise for the hosts in ``missing`` that the known_hosts file does not record either (before any connection:
+    SSH would refuse them one by one, or tempt a user into first-contact trust)."""
+    from .ssh import KnownHosts
+
+    known_hosts = KnownHosts(inventory.ssh)
+    by_address = {h.address: h for h in inventory.hosts}
+    unrecorded = []
+    for node in nodes:
+        host = by_address.get(node.private_ip or "")
+        if node.id in missing and host is not None and not known_hosts.known_types(host.endpoint()):
+            unrecorded.append(f"{node.id} ({host.address}): {missing[node.id]}")
+    if unrecorded:
+        shown = "; ".join(unrecorded[:8]) + (f"; and {len(unrecorded) - 8} more" if len(unrecorded) > 8 else "")
+        raise InvalidSpecError(
+            f"cluster {spec.name}: no SSH host key to trust for {len(unrecorded)} node(s): {shown}"
+            f". Run again once the console shows the keys, record each host's key in {known_hosts.path} "
+            "(ssh.known_hosts) after checking its fingerprint, or set ssh.pin_on_first_contact: true to trust "
+            "the key each host first presents", field="ssh.known_hosts", value=str(known_hosts.path))
 
 
 def run_bootstrap(
@@ -68,10 +135,12 @@ def run_bootstrap(
     if overrides:
         prof = prof.with_overrides(overrides)
     opts = options or RunOptions()
+    logs = Path(log_dir) if log_dir else (opts.log_dir or default_log_dir())
+    # every host's log stays under the log folder, one file per host: checked before any connection
+    check_host_paths(logs, [h.name for h in select_hosts(hosts, limit)], host_log_file, "log file")
     opts = replace(opts, dry_run=dry_run or opts.dry_run, max_workers=max_workers,
                    max_fail_percentage=max_fail_percentage if max_fail_percentage is not None
-                   else opts.max_fail_percentage,
-                   log_dir=Path(log_dir) if log_dir else opts.log_dir, ssh=ssh or opts.ssh)
+                   else opts.max_fail_percentage, log_dir=logs, ssh=ssh or opts.ssh)
     return run(hosts, prof, opts, limit=limit, progress=progress)
 
 

@@ -255,9 +255,11 @@ def hosts_from_spec(spec: ClusterSpec, nodes: Sequence[Node], offering: Offering
     """Hosts for the provider's ``nodes`` of ``spec``: private IPs, the spec's SSH settings.
 
     A node's ``extra["host_keys"]`` (key lines the driver read from the console output) become
-    pinned keys. ``offering`` (the driver's, as :func:`~metalfleet.providers.fleet.resolve_offering`
-    returns it) supplies the hardware traits; without it they come from the offering catalogue, and an
-    offering the catalogue does not know is an error naming it (no provider is asked).
+    pinned keys. A host is named as its node (its id when it has no name); two nodes of one name are
+    told apart by their ids (``name@id``). ``offering`` (the driver's, as
+    :func:`~metalfleet.providers.fleet.resolve_offering` returns it) supplies the hardware traits; without
+    it they come from the offering catalogue, and an offering the catalogue does not know is an error
+    naming it (no provider is asked).
     """
     if offering is not None:
         traits: NodeTraits | None = NodeTraits.from_offering(offering)
@@ -270,12 +272,15 @@ def hosts_from_spec(spec: ClusterSpec, nodes: Sequence[Node], offering: Offering
                                    field="offering", value=name)
     hosts: list[Host] = []
     pinned: dict[str, list[str]] = {}
+    names = [node.name or node.id for node in nodes]
     for pos, node in enumerate(nodes):
         if not node.private_ip:
             raise InvalidSpecError(f"node {node.id} has no private IP yet", field="nodes", value=node.id)
         index = node_index(node.tags, pos)
         keys = tuple(node.extra.get("host_keys", ()) or ())
-        h = Host(name=node.name or node.id, address=node.private_ip, port=spec.ssh.port, user=spec.ssh.user,
+        # two nodes of one name (a duplicate buy) stay two hosts, with their own logs and reports
+        name = names[pos] if names.count(names[pos]) == 1 or names[pos] == node.id else f"{names[pos]}@{node.id}"
+        h = Host(name=name, address=node.private_ip, port=spec.ssh.port, user=spec.ssh.user,
                  key=spec.ssh.private_key, bastion=spec.ssh.bastion, provider=node.provider,
                  offering=node.offering, traits=traits or NodeTraits(), labels=dict(node.tags), index=index,
                  host_keys=keys)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .connector import Connect, Connector, SshOptions, parse_bastion
+from .logs import host_component, host_path
 
 if TYPE_CHECKING:
     from .inventory import Host
@@ -56,18 +57,20 @@ def select_hosts(hosts: Sequence[Host], limit: str | Sequence[str] | None) -> li
 
 
 def safe_filename(name: str, default: str = "host") -> str:
-    """``name`` as one path component: anything but letters, digits, ``_ . -`` becomes ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or default
+    """``name`` as one path component, safe and injective (:func:`.logs.host_component`; ``default`` is unused:
+    an empty name has its own component too)."""
+    return host_component(name)
 
 
 def host_log_file(root: Path, name: str) -> Path:
-    """A bootstrap run's log of host ``name``: ``root/<name>.log``."""
-    return root / f"{safe_filename(name)}.log"
+    """A bootstrap run's log of host ``name``: ``root/<name>.log``, checked to stay under ``root``."""
+    return host_path(root, name, ".log")
 
 
 def host_folder(root: Path, name: str) -> Path:
-    """The folder an acceptance run saves host ``name``'s outputs (and session log) in: ``root/<name>/``."""
-    return root / safe_filename(name)
+    """The folder an acceptance run saves host ``name``'s outputs (and session log) in: ``root/<name>/``, checked
+    to stay under ``root``."""
+    return host_path(root, name)
 
 
 def default_log_dir() -> Path:

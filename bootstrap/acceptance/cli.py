@@ -53,7 +53,8 @@ def add_cli_commands(subparsers: Any) -> None:
     v.add_argument("--limit", action="append", metavar="HOST",
                    help="live: only hosts matching a name/address glob or label=value (repeatable)")
     v.add_argument("--save-dir", metavar="DIR", dest="save_dir",
-                   help="live: save every host's raw outputs under DIR/<host>/ (re-judge with --from-dir)")
+                   help="live: save every host's raw outputs under DIR/<host>/ (re-judge with --from-dir); a "
+                        "name that is not a plain lower-case file name gets a short hash (gpu/1: gpu_1+43310e83c7fd)")
     v.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE", dest="driver_config",
                    help="SPEC: non-secret driver setting (credentials come from the environment)")
     v.add_argument("--quarantine-file", metavar="FILE", dest="quarantine_file",
@@ -196,10 +197,21 @@ def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any])
     from .quarantine import spec_overrides
 
     spec = target
-    driver = get_driver(spec.provider, region=spec.region, **parse_driver_config(args.driver_config))
+    driver = get_driver(spec.provider, region=spec.region,
+                        **parse_driver_config(args.driver_config, provider=spec.provider))
     inventory, nodes = live_inventory(spec, driver)
     merged = deep_merge(spec_overrides(spec), overrides)
     return inventory, merged, (driver, nodes)
+
+
+def _check_save_dir(root: Path, hosts: Any, offering: str | None) -> None:
+    """Every host's folder (and each all-reduce group's) stays under ``root`` and is its own: refused before
+    any connection otherwise (a host named ``..``, a link out of ``root``)."""
+    from ..logs import check_host_paths
+    from ..sessions import host_folder
+
+    groups = sorted({f"multinode-{offering or h.offering}" for h in hosts if offering or h.offering})
+    check_host_paths(root, [*(h.name for h in hosts), *groups], host_folder, "saved-outputs folder")
 
 
 def _verify_live(args: argparse.Namespace) -> int:
@@ -221,6 +233,8 @@ def _verify_live(args: argparse.Namespace) -> int:
         if args.limit and not select_hosts(inventory.hosts, args.limit):
             print(f"error: --limit {' '.join(args.limit)} matches no host of {args.target}", file=sys.stderr)
             return 2
+        if args.save_dir:
+            _check_save_dir(Path(args.save_dir), select_hosts(inventory.hosts, args.limit), args.offering)
         report = run_acceptance(inventory, offering=args.offering, overrides=overrides or None,
                                 progress=_Progress(args.verbose), max_workers=max(1, args.workers),
                                 limit=args.limit, options=options, save_dir=args.save_dir)

@@ -35,6 +35,7 @@ from metalfleet.bootstrap import (
 from metalfleet.bootstrap.facts import Fact, FactValues, FileContent
 from metalfleet.bootstrap.inventory import Inventory
 from metalfleet.bootstrap.progress import ProgressEvent
+from metalfleet.bootstrap.sessions import host_log_file
 from metalfleet.bootstrap.steps import NcclConfig, NvidiaDriver, NvidiaPersistenced, RebootIfNeeded
 
 DRIVER = "550.90.07-0ubuntu1"
@@ -277,7 +278,7 @@ def test_the_report_and_each_hosts_log(options: RunOptions) -> None:
     assert (h["host"], h["address"], h["status"]) == ("gpu/0 a", "10.0.0.10", "changed")
     assert [s["commands"] for s in h["steps"]] == [["env DEBIAN_FRONTEND=noninteractive apt-get update -q", INSTALL,
                                                     "apt-mark hold nvidia-driver-550"]]
-    log = Path(report.log_dir) / "gpu_0_a.log"
+    log = host_log_file(Path(report.log_dir), "gpu/0 a")
     assert report.hosts[0].log_path == str(log)
     text = log.read_text()
     assert f"$ {INSTALL}\nSetting up nvidia-driver-550 ...\n[exit 0]" in text
