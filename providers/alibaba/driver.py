@@ -46,6 +46,16 @@ def _snake(action: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", action.replace("VSwitch", "Vswitch")).lower()
 
 
+def _no_sdk_retries() -> Any:
+    """The SDK's retry options with retrying off (darabonba's ``RetryOptions(retryable=False)``: its request loop
+    then makes one attempt and raises), or None for an SDK without them. ``providers/retry.py`` alone retries."""
+    try:
+        from darabonba.policy.retry import RetryOptions
+    except ImportError:  # tea-openapi < 0.4: RuntimeOptions(autoretry=False) is its switch
+        return None
+    return RetryOptions({"retryable": False})
+
+
 class AlibabaDriver:
     """Order GPU bare-metal nodes (ECS Bare Metal, EBM) on Alibaba Cloud.
 
@@ -100,6 +110,9 @@ class AlibabaDriver:
 
                 config = Config(region_id=self.region, connect_timeout=int(self.connect_timeout * 1000),
                                 read_timeout=int(self.read_timeout * 1000), user_agent="metalfleet")
+                no_retries = _no_sdk_retries()
+                if no_retries is not None:
+                    config.retry_options = no_retries
                 ak, secret = (os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_ID"),
                               os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_SECRET"))
                 if ak and secret:
@@ -116,6 +129,8 @@ class AlibabaDriver:
         return client
 
     def _runtime(self) -> Any:
+        """Per-call options: the timeouts, and no retries (tea-openapi < 0.4 reads autoretry/max_attempts here;
+        0.4 and later read the client's ``retry_options``, set in :meth:`_client`)."""
         try:
             from darabonba.runtime import RuntimeOptions
         except ImportError:  # tea-openapi < 0.4

@@ -38,8 +38,10 @@ CAPACITY = frozenset({"OperationDenied.NoStock", "Zone.NotOnSale", "Zone.NotOpen
 #: Throttling: every code that starts with one of these (Throttling, Throttling.User, Throttling.Api ...).
 THROTTLE = ("Throttling", "ServiceUnavailableTemporary", "Request.Throttled")
 #: 5xx-class faults worth retrying (any status >= 500 is too).
+#: IdempotentProcessing / LastTokenProcessing: an earlier request with the same ClientToken is still being worked on
+#: (a racer's, or this run's own whose answer was lost): asked again, ECS answers what that request made.
 TRANSIENT = frozenset({"ServiceUnavailable", "InternalError", "UnknownError", "ServiceBusy", "InternalError.Timeout",
-                       "LastTokenProcessing", "OperationConflict"})
+                       "LastTokenProcessing", "IdempotentProcessing", "OperationConflict"})
 #: Credentials missing, wrong, expired or not allowed: prefixes (InvalidAccessKeyId.NotFound, .Inactive, ...).
 AUTH = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "IncompleteSignature", "InvalidSecurityToken",
         "SignatureNonceUsed", "InvalidTimeStamp", "Forbidden", "NoPermission", "InvalidCredentials",
@@ -53,8 +55,7 @@ STATE = frozenset({"IncorrectInstanceStatus", "IncorrectInstanceStatus.Initializ
                    "InvalidOperation.ResourceInUse", "DependencyViolation.NotEmpty",
                    "InvalidStatus.ValueNotSupported", "ExpiredInstance", "ChargeTypeViolation",
                    "InvalidInstanceChargeType.ValueNotSupported", "InvalidOperation.DeletionProtection"})
-IDEMPOTENT_MISMATCH = frozenset({"IdempotentParameterMismatch", "IdempotenceParamNotMatch",
-                                 "IdempotentProcessing"})
+IDEMPOTENT_MISMATCH = frozenset({"IdempotentParameterMismatch", "IdempotenceParamNotMatch"})
 #: Error code prefix -> the cluster-spec field it is about (so the user is told what to fix).
 FIELD_OF_CODE: tuple[tuple[str, str], ...] = (
     ("InvalidVSwitchId", "network.subnet_id"),
@@ -109,16 +110,17 @@ def _field_of(code: str) -> str | None:
 
 def translate_error(code: str, message: str, status: int, request_id: str | None, action: str, *,
                     zone: str | None = None, instance_type: str | None = None,
-                    client_token: str | None = None) -> MetalfleetError:
-    """The metalfleet error for ECS error ``code`` (HTTP ``status``) answered to ``action``."""
+                    client_token: str | None = None, retry_after: float | None = None) -> MetalfleetError:
+    """The metalfleet error for ECS error ``code`` (HTTP ``status``) answered to ``action``; ``retry_after``
+    (seconds) goes on a throttling error."""
     kw: dict[str, Any] = {"provider": PROVIDER, "code": code, "request_id": request_id}
     text = f"ECS {action}: {message}"
     if code in CAPACITY:
         what = instance_type or "instance"
         where = zone or "the requested zone"
         return CapacityError(f"Alibaba Cloud has no {what} stock in {where} ({code}): {message}", zone=zone, **kw)
-    if code.startswith(THROTTLE):
-        return RateLimitedError(text, **kw)
+    if code.startswith(THROTTLE) or status == 429:
+        return RateLimitedError(text, retry_after=retry_after, **kw)
     if code.startswith(AUTH):
         return AuthError(f"{text} (check the Alibaba Cloud AccessKey pair and its RAM permissions)", **kw)
     if code.startswith(QUOTA):
@@ -139,6 +141,18 @@ def translate_error(code: str, message: str, status: int, request_id: str | None
     if code in TRANSIENT or status >= 500:
         return TransientError(text, **kw)
     return ProviderError(text, **kw)
+
+
+def _retry_after(exc: Any) -> float | None:
+    """Seconds to wait before a retry, when ECS said: the SDK reads the ``x-acs-retry-after`` header into the
+    exception's ``retry_after``, in milliseconds (tea-openapi ``Utils.get_throttling_time_left``; its own retry
+    layer, off here, sleeps that many milliseconds)."""
+    raw = getattr(exc, "retry_after", None)
+    try:
+        value = float(raw) / 1000.0 if raw is not None else None
+    except (TypeError, ValueError):
+        return None
+    return value if value is not None and value > 0 else None
 
 
 def _sdk_fields(exc: Any) -> tuple[str, str, int, str | None]:
@@ -162,17 +176,18 @@ def boundary(action: str, *, zone: str | None = None, instance_type: str | None 
         yield
     except MetalfleetError:
         raise
+    except UnretryableException as exc:  # the SDK's wrapper of a connection fault or timeout (its retries are off);
+        # a subclass of TeaException, so caught first: read as an error answer it was an untyped ProviderError
+        inner = getattr(exc, "inner_exception", None) or exc
+        raise TransientError(f"ECS {action}: {type(inner).__name__}: {inner}", provider=PROVIDER,
+                             code=type(inner).__name__) from exc
     except TeaException as exc:
         code, message, status, request_id = _sdk_fields(exc)
         if code == "InvalidCredentials" and not status:
             raise AuthError(f"ECS {action}: no usable Alibaba Cloud credentials ({message})", provider=PROVIDER,
                             code=code) from exc
         raise translate_error(code, message, status, request_id, action, zone=zone, instance_type=instance_type,
-                              client_token=client_token) from exc
-    except UnretryableException as exc:  # the SDK's wrapper of a connection fault (its own retries are off)
-        inner = getattr(exc, "inner_exception", None) or exc
-        raise TransientError(f"ECS {action}: {type(inner).__name__}: {inner}", provider=PROVIDER,
-                             code=type(inner).__name__) from exc
+                              client_token=client_token, retry_after=_retry_after(exc)) from exc
     except OSError as exc:
         raise TransientError(f"ECS {action}: {type(exc).__name__}: {exc}", provider=PROVIDER,
                              code=type(exc).__name__) from exc

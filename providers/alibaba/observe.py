@@ -18,7 +18,7 @@ from typing import Any
 
 from ..console import host_keys_from_console, with_host_keys
 from ..contract import OrderProgress
-from ..errors import NotFoundError, OperationTimeout, ProviderError
+from ..errors import NotFoundError, OperationTimeout, ProviderError, TransientError
 from ..models import Node, NodeState
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER
@@ -113,15 +113,20 @@ class Observer:
         """Every instance DescribeInstances lists for ``params`` (NextToken/MaxResults pages)."""
         nodes: list[Node] = []
         token: str | None = None
+        seen: set[str] = set()
         while True:
             page_params = {"RegionId": self.region, "MaxResults": 100, **params}
             if token:
                 page_params["NextToken"] = token
-            resp = self._call("DescribeInstances", page_params)
+            resp = self._call("DescribeInstances", page_params)  # a throttled page fails the read: retried whole
             nodes.extend(self.node(i) for i in (resp.get("Instances") or {}).get("Instance") or [])
             token = resp.get("NextToken") or None
             if not token:
                 return nodes
+            if token in seen:  # an answer that pages in a circle would read for ever
+                raise TransientError(f"DescribeInstances answered NextToken {token} twice", provider=PROVIDER,
+                                     code="NextTokenRepeated")
+            seen.add(token)
 
     def by_ids(self, ids: Sequence[str]) -> dict[str, Node]:
         found: dict[str, Node] = {}
@@ -138,7 +143,7 @@ class Observer:
             raise NotFoundError(f"instance {node_id} not found in {self.region}", provider=PROVIDER,
                                 code="InvalidInstanceId.NotFound")
         if host_keys and node.state == NodeState.RUNNING and "host_keys" not in node.extra:
-            node = self.with_host_keys([node])[0]
+            node = self.with_host_keys([node], strict=True)[0]
         return node
 
     def host_keys(self, node_id: str) -> tuple[str, ...]:
@@ -157,9 +162,26 @@ class Observer:
                 self.keys[node_id] = keys
         return keys
 
-    def with_host_keys(self, nodes: Sequence[Node]) -> list[Node]:
-        """``nodes`` with ``extra["host_keys"]`` where the console has them (best effort)."""
-        return with_host_keys(nodes, self.keys, self.host_keys)
+    def with_host_keys(self, nodes: Sequence[Node], *, strict: bool = False) -> list[Node]:
+        """``nodes`` with ``extra["host_keys"]`` where the console has them; a console that is empty or cannot be
+        read leaves its node as is (only keys found are kept, so a later read tries again). ``strict`` (the
+        caller asked for the keys): a throttled or failed (5xx) read is not "no keys": its TransientError is
+        raised once every console was tried, for the caller's retry policy (those read are kept)."""
+        if not strict:
+            return with_host_keys(nodes, self.keys, self.host_keys)
+        transient: list[TransientError] = []
+
+        def read(node_id: str) -> tuple[str, ...]:
+            try:
+                return self.host_keys(node_id)
+            except TransientError as exc:
+                transient.append(exc)
+                raise
+
+        out = with_host_keys(nodes, self.keys, read)
+        if transient:
+            raise transient[0]
+        return out
 
     def list_nodes(self, cluster: str) -> list[Node]:
         nodes = self.describe({"Tag": [{"Key": TAG_CLUSTER, "Value": cluster}]})

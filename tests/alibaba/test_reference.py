@@ -236,6 +236,19 @@ class World:
         status, body, _ = send(self.ecs, "ModifyInstanceChargeType", {**base, "ClientToken": self.ph["token"]})
         assert status == 200, body
 
+    def _token_used(self, action: str) -> None:
+        """``action`` (a create) sent once with its base request and a ClientToken (``{token}``)."""
+        self.ph["token"] = f"probe-{action.lower()}-" + self.ph["unique"]
+        base = {k: v.format(**self.ph) for k, v in BASES[action].items()}
+        status, body, _ = send(self.ecs, action, {**base, "ClientToken": self.ph["token"]})
+        assert status == 200, body
+
+    def setup_sg_token_used(self) -> None:
+        self._token_used("CreateSecurityGroup")
+
+    def setup_ds_token_used(self) -> None:
+        self._token_used("CreateDeploymentSet")
+
     def setup_stock_0(self) -> None:
         self.ecs.set_stock(ZONE, ERI_TYPE, 0)
 

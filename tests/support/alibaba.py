@@ -38,8 +38,10 @@ What it does (the table says, rule by rule, why):
     DeleteInstances (Force, or a stopped instance) puts them in Stopping, and ``release_seconds`` later ECS no
     longer lists them (DescribeInstances/DescribeInstanceStatus forget them; the ids answer NotFound).
 (c) RunInstances ``ClientToken``: the same token with the same parameters answers the same InstanceIdSets (even
-    once released) and buys nothing; other parameters are refused. ``DryRun`` checks the request (stock and
-    quota included) and buys nothing. ``Amount``/``MinAmount`` buy what the stock allows between the two.
+    once released) and buys nothing; other parameters are refused. CreateSecurityGroup and CreateDeploymentSet
+    keep their ClientToken the same way (the id first made, even once deleted; other parameters refused).
+    ``DryRun`` checks the request (stock and quota included) and buys nothing. ``Amount``/``MinAmount`` buy what
+    the stock allows between the two.
 (d) Stock per zone and type (``POST /_metalfleet/stock``; default 64 of each type in each zone) and the fault
     switch's capacity; a quota of live pay-as-you-go instances (``POST /_metalfleet/quota``, default 500).
 (e) Launch checks: the network interfaces as the reference allows them (a Primary interface carries the vSwitch
@@ -400,6 +402,10 @@ class State:
     instances: dict[str, dict[str, Any]] = field(default_factory=dict)
     tokens: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     charge_tokens: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: CreateSecurityGroup / CreateDeploymentSet ClientToken -> (the first request's digest, the id it made); kept
+    #: once the resource is deleted, as RunInstances' tokens are (rules sg-client-token-*, ds-client-token-*)
+    sg_tokens: dict[str, tuple[str, str]] = field(default_factory=dict)
+    ds_tokens: dict[str, tuple[str, str]] = field(default_factory=dict)
     security_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     deployment_sets: dict[str, dict[str, Any]] = field(default_factory=dict)
     key_pairs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -1237,17 +1243,20 @@ def create_security_group(params: dict[str, str]) -> dict[str, Any]:
     if vpc not in (VPC_ID, OTHER_VPC_ID):
         raise refuse("sg-vpc-not-found", vpc=vpc)
     tags = _check_tags(params, "CreateSecurityGroup")
-    token = params.get("ClientToken")
-    if token:
-        for sg in STATE.security_groups.values():
-            if sg.get("token") == token:
-                return {"RequestId": _rid(), "SecurityGroupId": sg["SecurityGroupId"]}
+    token, digest = params.get("ClientToken"), _digest(params, ("ClientToken",))
+    if token and token in STATE.sg_tokens:
+        first, made = STATE.sg_tokens[token]
+        if first != digest:
+            raise refuse("sg-client-token-mismatch", token=token)
+        RULES.applies("sg-client-token-replay")
+        return {"RequestId": _rid(), "SecurityGroupId": made}
     gid = _new_id("sg-")
     STATE.security_groups[gid] = {"SecurityGroupId": gid, "SecurityGroupName": params.get("SecurityGroupName", ""),
                                   "Description": params.get("Description", ""), "VpcId": vpc,
                                   "SecurityGroupType": params.get("SecurityGroupType", "normal"),
-                                  "CreationTime": _iso(CLOCK.now()), "tags": tags, "rules": [],
-                                  "token": token}
+                                  "CreationTime": _iso(CLOCK.now()), "tags": tags, "rules": []}
+    if token:
+        STATE.sg_tokens[token] = (digest, gid)
     return {"RequestId": _rid(), "SecurityGroupId": gid}
 
 
@@ -1376,17 +1385,21 @@ def create_deployment_set(params: dict[str, str]) -> dict[str, Any]:
     group_count = _int(params, "GroupCount", 3)
     if strategy == "AvailabilityGroup" and not 1 <= group_count <= 7:
         raise refuse("ds-group-count", count=group_count)
-    token = params.get("ClientToken")
-    if token:
-        for ds in STATE.deployment_sets.values():
-            if ds.get("token") == token:
-                return {"RequestId": _rid(), "DeploymentSetId": ds["DeploymentSetId"]}
+    token, digest = params.get("ClientToken"), _digest(params, ("ClientToken",))
+    if token and token in STATE.ds_tokens:
+        first, made = STATE.ds_tokens[token]
+        if first != digest:
+            raise refuse("ds-client-token-mismatch", token=token)
+        RULES.applies("ds-client-token-replay")
+        return {"RequestId": _rid(), "DeploymentSetId": made}
     ds_id = _new_id("ds-")
     STATE.deployment_sets[ds_id] = {
         "DeploymentSetId": ds_id, "DeploymentSetName": params.get("DeploymentSetName", ""),
         "DeploymentSetDescription": params.get("Description", ""), "DeploymentStrategy": strategy,
         "Strategy": strategy, "Domain": "Default", "Granularity": "Host", "CreationTime": _iso(CLOCK.now()),
-        "GroupCount": group_count if strategy == "AvailabilityGroup" else 0, "token": token}
+        "GroupCount": group_count if strategy == "AvailabilityGroup" else 0}
+    if token:
+        STATE.ds_tokens[token] = (digest, ds_id)
     return {"RequestId": _rid(), "DeploymentSetId": ds_id}
 
 
