@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from typing import Any
 
@@ -33,6 +34,8 @@ from metalfleet.providers import (
     plan,
     release_cluster,
 )
+
+_PRINT = threading.Lock()
 
 
 def build_driver(cfg: dict[str, Any]) -> ComputeDriver:
@@ -64,8 +67,10 @@ def main() -> int:
     driver = build_driver(job["driver"])
     pause = float(job.get("pause", 0.0))
 
-    def on_ordered(node: Node) -> None:
-        print(f"ORDERED {node.id}", flush=True)
+    def on_ordered(node: Node) -> None:  # called from the order's threads: one whole line at a time
+        with _PRINT:
+            sys.stdout.write(f"ORDERED {node.id}\n")
+            sys.stdout.flush()
         time.sleep(pause)
 
     policy = RetryPolicy(base=0.005, cap=0.05, deadline=float(job.get("deadline", 60)))
