@@ -212,7 +212,8 @@ def cluster_resources(ec2: Any, cluster: str) -> list[str]:
 def delete_cluster_resources(ec2: Any, cluster: str, *, timeout: float, poll: float) -> list[str]:
     """Delete what :func:`cluster_resources` lists; returns what was deleted. Right after its instances
     terminate, EC2 may still hold their interfaces for a while: a group still in use (DependencyViolation,
-    InvalidPlacementGroup.InUse) is retried every ``poll`` seconds until ``timeout``."""
+    InvalidPlacementGroup.InUse) is retried every ``poll`` seconds until ``timeout``, and so is a throttled or failed
+    delete."""
     deleted: list[str] = []
     for resource in cluster_resources(ec2, cluster):
         kind, _, ident = resource.partition(":")
@@ -233,7 +234,9 @@ def delete_cluster_resources(ec2: Any, cluster: str, *, timeout: float, poll: fl
             except MetalfleetError as exc:
                 if exc.code in gone:
                     break
-                if exc.code != busy or time.monotonic() >= deadline:
+                # throttling and 5xx are retried here, each delete on its own: a retry of the whole release by the
+                # caller's policy would have to get every read and delete through the storm in one pass
+                if not (exc.code == busy or exc.retryable) or time.monotonic() >= deadline:
                     raise
             time.sleep(poll)
     return deleted

@@ -134,6 +134,17 @@ class Harness:
         assert target is not None, f"{self.kind} has no fault switch"
         target.set_faults(**faults)
 
+    @property
+    def throttle_status(self) -> int:
+        """The HTTP status the provider's throttling answers with (as the emulators' fault codes say)."""
+        return {"aws": 503, "alibaba": 400, "huawei": 429}.get(self.kind, 429)
+
+    def fault_stats(self) -> dict[str, int]:
+        """The faults injected so far, by code (the emulator's, or the pool's Redfish BMCs')."""
+        target = self.pool.redfish if self.pool is not None else self.emulator
+        assert target is not None, f"{self.kind} has no fault switch"
+        return dict(target.stats()["faults"])
+
     def orphans(self, cluster: str) -> list[str]:
         """Everything the cloud itself still lists for ``cluster``: live nodes, the shared resources
         (:meth:`made_for`) and, on AWS, the volumes and network interfaces its instances were tagged with."""
