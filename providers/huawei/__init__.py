@@ -14,12 +14,14 @@ missing extra surfaces as the registry's install hint. The package follows the A
 ``billing``        BSS: an order's status, a server's term and expiry, unsubscribing it
 ``offerings``      the catalogue's Huawei entries joined with ListBaremetalFlavorDetailExtends
 ``jobs``           the asynchronous job API: ShowJobInfos -> server ids, failures -> errors
+``transport``      the SDK clients' HTTP layer: no retrying of its own (not even of 429s), Retry-After kept
 =================  ===========================================================================================
 
 BMS has no client token: a re-run finds what an earlier run ordered (ListBareMetalServers by the node's
 deterministic server name, its ``metalfleet:key`` tag compared client-side) before it creates anything, and a
-create whose answer was lost is looked for again before it is retried. BMS creates yearly/monthly (prePaid)
-servers only and deletes none: releasing one unsubscribes it through BSS, and only when the caller opts in.
+create whose answer was lost is looked for again before it is retried; runs that raced converge on the node's
+oldest server, unsubscribing the younger one. BMS creates yearly/monthly (prePaid) servers only and deletes none:
+releasing one unsubscribes it through BSS, and only when the caller opts in.
 """
 
 from __future__ import annotations

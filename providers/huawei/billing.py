@@ -27,6 +27,7 @@ from typing import Any
 
 from ..contract import Subscription
 from ..errors import AuthError
+from . import transport
 from .errors import PROVIDER, boundary
 
 __all__ = ["BSS_ENDPOINT", "BSS_ENDPOINT_ENV", "CANCELLED", "COMPLETED", "FULL_REFUND_DAYS", "HOW", "IN_FORCE",
@@ -164,8 +165,6 @@ def bss_client(ak: str, sk: str, domain_id: str | None, endpoint: str, http_conf
                         f"{why} is a global service signed for the account (without it the SDK would ask IAM "
                         "first)", provider=PROVIDER, code="NoDomainId")
     with boundary("BSS CreateClient"):
-        return (BssClient.new_builder()
-                .with_credentials(GlobalCredentials(ak, sk, domain_id))
-                .with_endpoints([endpoint])
-                .with_http_config(http_config)
-                .build())
+        return transport.build(BssClient.new_builder()
+                               .with_credentials(GlobalCredentials(ak, sk, domain_id))
+                               .with_endpoints([endpoint]), http_config)

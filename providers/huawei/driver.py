@@ -1,9 +1,9 @@
 """The Huawei Cloud BMS driver class: the contract's methods, each a few lines over the package's modules.
 
 huaweicloudsdkbms and huaweicloudsdkbss are imported only when a driver is built or used. The SDKs' own retries
-are off (``HttpConfig.retry_times = 0``): :mod:`metalfleet.providers.retry` alone decides, and every SDK
-exception leaves through :func:`~metalfleet.providers.huawei.errors.boundary` as a
-:mod:`metalfleet.providers.errors` error.
+are off (``HttpConfig.retry_times = 0``, and :mod:`.transport` replaces the urllib3 Retry the SDK mounts for
+429s anyway): :mod:`metalfleet.providers.retry` alone decides, and every SDK exception leaves through
+:func:`~metalfleet.providers.huawei.errors.boundary` as a :mod:`metalfleet.providers.errors` error.
 
 Credentials: ``ak`` / ``sk`` or the SDK's variables ``HUAWEICLOUD_SDK_AK`` / ``HUAWEICLOUD_SDK_SK``; the project
 id (``project_id`` or ``HUAWEICLOUD_SDK_PROJECT_ID``) is required (without it the SDK first asks IAM for it), and
@@ -20,6 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..catalog import load_catalog
@@ -31,14 +32,16 @@ from ..errors import (
     NotFoundError,
     OperationTimeout,
     ProviderError,
+    RateLimitedError,
     TransientError,
 )
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_ACCEPTANCE_REASON
+from . import transport
 from .billing import BSS_ENDPOINT, BSS_ENDPOINT_ENV, CANCELLED, COMPLETED, Billing, bss_client, subscription_of
 from .errors import PROVIDER, UNSUBSCRIBED, boundary, translate
 from .jobs import show_job
-from .observe import Observer
+from .observe import Observer, age, created_at, deleting
 from .offerings import Flavors
 from .request import create_request, server_name
 from .validation import check_tags, tag_text, validate_node_spec
@@ -51,6 +54,19 @@ ENDPOINT_ENV = "METALFLEET_HUAWEI_BMS_ENDPOINT"
 USER_ID_ENV = "METALFLEET_HUAWEI_USER_ID"
 #: ServerDetails ``OS-EXT-STS:task_state`` of a server being deleted (after its unsubscription).
 DELETING = "deleting"
+#: ``ServerDetails.created`` is to the second (the SDK model: ISO 8601, "YYYY-MM-DDTHH:MM:SSZ"), so
+#: the read that decides which of a node's servers is the oldest comes this long after the server was first seen:
+#: one made later can then only sort after it.
+SETTLE = 1.25
+#: How far this clock may be from the API gateway's: a request's X-Sdk-Date more than 15 minutes off is refused
+#: (the gateway's signing rule). A server older than this (plus :data:`SETTLE`) by this clock is settled at once.
+CLOCK_SKEW = 15 * 60.0
+
+
+def _oldest_live(servers: Sequence[Node]) -> Node:
+    """The oldest of a node's servers (sorted by :func:`~.observe.age`) that is not being deleted, else the
+    oldest."""
+    return next((n for n in servers if not deleting(n)), servers[0])
 
 
 class HuaweiDriver:
@@ -66,9 +82,16 @@ class HuaweiDriver:
 
     BMS has no client token. Ordering is idempotent through the node's identity, found on documented ground: the
     ListBareMetalServers ``name`` filter with the deterministic server name, and the ``metalfleet:key`` tag
-    compared client-side, looked up before every create. Beyond the contract: ``subscriptions``
-    (:class:`~metalfleet.providers.contract.SubscriptionDriver`: every server is one), ``set_tags``
-    (:class:`~metalfleet.providers.contract.TaggingDriver`) and ``host_keys`` (always (): no console log).
+    compared client-side, looked up before every create. Runs that race (two machines ordering one cluster)
+    converge: after a create, and whenever a lookup finds the node, the node is re-read by its key and the oldest
+    live server (by ``created``, then by id: every run picks the same one) is the node; every younger one, a
+    duplicate made seconds ago, is unsubscribed through BSS, never the oldest (:meth:`_converge`). Nothing is
+    retried here: the SDK's HTTP layer retries nothing (:mod:`.transport`), wait loops treat a throttled read
+    as no news until their own timeout, and everything else is :mod:`metalfleet.providers.retry`'s.
+
+    Beyond the contract: ``subscriptions`` (:class:`~metalfleet.providers.contract.SubscriptionDriver`: every
+    server is one), ``set_tags`` (:class:`~metalfleet.providers.contract.TaggingDriver`) and ``host_keys``
+    (always (): no console log).
     """
 
     name = PROVIDER
@@ -166,11 +189,9 @@ class HuaweiDriver:
                             "project_id); without it the SDK would ask IAM first", provider=PROVIDER,
                             code="NoProjectId")
         with boundary("CreateClient"):
-            return (BmsClient.new_builder()
-                    .with_credentials(BasicCredentials(ak, sk, self.project_id))
-                    .with_endpoints([self.endpoint])
-                    .with_http_config(self._config())
-                    .build())
+            return transport.build(BmsClient.new_builder()
+                                   .with_credentials(BasicCredentials(ak, sk, self.project_id))
+                                   .with_endpoints([self.endpoint]), self._config())
 
     def _bss(self) -> Any:
         if self._bss_client is None:
@@ -209,46 +230,94 @@ class HuaweiDriver:
     def order(self, spec: NodeSpec) -> Node:
         """Order one yearly/monthly server: validate, look the node up (a server found is the answer: nothing is
         bought twice), CreateBareMetalServers, then wait until its BSS order is completed (paid from the balance
-        and its server opened) and the server exists, following the BMS job to its id.
+        and its server opened) and the server exists, following the BMS job to its id; then converge
+        (:meth:`_converge`): when two runs raced, the oldest server is the node and the other is unsubscribed.
 
-        A create whose answer is lost may still have been taken: the node is looked up again for
-        ``lost_answer_grace`` seconds before the transient error goes to the caller's retry (which looks first).
+        A throttled create (429) was refused before it was taken: its error goes straight to the caller's retry.
+        A create whose answer is lost (a 5xx, a dropped connection, a read timeout) may still have been taken: the
+        node is looked up again for ``lost_answer_grace`` seconds before the transient error goes to the caller's
+        retry (which looks first).
         """
         from huaweicloudsdkbms.v1 import CreateBareMetalServersRequest
 
         self.validate(spec)
-        found = self._observer.by_key(server_name(spec), spec.idempotency_key)
-        if found is not None:
-            return self._settled(found)
+        found = self._observer.all_by_key(server_name(spec), spec.idempotency_key)
+        if found:
+            return self._converge(spec, _oldest_live(found), time.monotonic(), found)
         body = self.create_request(spec)
         try:
             with boundary("CreateBareMetalServers", zone=spec.zone, flavor=spec.offering):
                 resp = self._bms().create_bare_metal_servers(CreateBareMetalServersRequest(body=body))
+        except RateLimitedError:
+            raise  # the gateway refused it: nothing was ordered, so there is nothing to look for
         except TransientError:
-            found = self._await_key(spec, self.lost_answer_grace)
-            if found is not None:
-                return self._settled(found)
-            raise
-        server_id = self._await_order(server_name(spec), getattr(resp, "order_id", None),
-                                      getattr(resp, "job_id", None), zone=spec.zone, flavor=spec.offering)
-        return self._observer.get(server_id)
+            lost = self._await_key(spec, self.lost_answer_grace)
+            if not lost:
+                raise
+            return self._converge(spec, _oldest_live(lost), time.monotonic(), lost)
+        answered = time.monotonic()
+        mine = self._await_order(server_name(spec), getattr(resp, "order_id", None), getattr(resp, "job_id", None),
+                                 zone=spec.zone, flavor=spec.offering)
+        return self._converge(spec, mine, answered)
+
+    def _converge(self, spec: NodeSpec, mine: Node, seen_at: float, listing: Sequence[Node] | None = None) -> Node:
+        """The node's one server, when ``mine`` (the server this call made or found, ``seen_at`` the monotonic
+        time it was first seen, ``listing`` the lookup that found it) may have a twin another run made at once.
+
+        BMS takes no client token, so two runs ordering one node can each create a server. Every run re-reads the
+        node by its key and keeps the oldest live server (by ``created``, then by id: every run sorts alike);
+        each younger one, a duplicate made seconds ago, is unsubscribed through BSS (once its order is completed:
+        BSS holds no term before), never the oldest. ``created`` is to the second, so a server made in the same
+        second as ``mine`` but after the re-read could sort before it: the deciding read therefore comes at least
+        :data:`SETTLE` seconds after ``mine`` was seen, unless ``mine`` is older than :data:`CLOCK_SKEW` by this
+        clock (a server made from now on sorts after it). A re-read that is throttled raises: the caller's retry
+        orders again, finds the servers and converges."""
+        old = created_at(mine)
+        decided = old is not None and old < datetime.now(UTC) - timedelta(seconds=CLOCK_SKEW + SETTLE)
+        if not decided:
+            time.sleep(max(0.0, seen_at + SETTLE - time.monotonic()))
+        if not decided or listing is None:
+            listing = self._observer.all_by_key(server_name(spec), spec.idempotency_key)
+        servers = {n.id: n for n in listing}
+        servers.setdefault(mine.id, mine)  # a listing that lags its create still counts this server
+        live = sorted((n for n in servers.values() if not deleting(n)), key=age)
+        if not live:  # every server of the node is being deleted (released): the oldest says so
+            return min(servers.values(), key=age)
+        keep, duplicates = live[0], live[1:]
+        for twin in duplicates:
+            self._release_duplicate(twin)
+        return self._settled(keep)
+
+    def _release_duplicate(self, twin: Node) -> None:
+        """Unsubscribe a server that duplicates an older one of the same node (a racing run's create, seconds
+        old): once its order is completed (BSS lists no term to unsubscribe before); one that turns out gone or
+        being deleted already (the other run released it) is left alone. This needs no ``release_subscriptions``
+        opt-in: the duplicate is this same order bought twice minutes ago (BSS refunds an unsubscription within 5
+        days in full), and keeping it would bill the node twice for its whole term."""
+        order_id = twin.extra.get("order_id")
+        if twin.state == NodeState.PENDING and order_id:
+            twin = self._await_order(twin.name or twin.id, str(order_id), None, server_id=twin.id)
+        if not deleting(twin):
+            self._unsubscribe(twin)
 
     def _settled(self, node: Node) -> Node:
         """A server found by its key, once its order is completed (a re-run can find it while it is paid for)."""
         order_id = node.extra.get("order_id")
         if node.state != NodeState.PENDING or not order_id:
             return node
-        self._await_order(node.name or node.id, str(order_id), None, server_id=node.id)
-        return self._observer.get(node.id)
+        return self._await_order(node.name or node.id, str(order_id), None, server_id=node.id)
 
     def _await_order(self, name: str, order_id: str | None, job_id: str | None, *, server_id: str | None = None,
-                     zone: str | None = None, flavor: str | None = None) -> str:
+                     zone: str | None = None, flavor: str | None = None) -> Node:
         """Poll until the BSS order is completed and the server's id is known (from the job's sub-jobs, else from
-        the order's resources); the server's id. A cancelled order or a failed job that named no server is raised
-        as its error; transient errors (throttling) are ridden out until ``job_timeout``."""
+        the order's resources): the server as read then. A cancelled order or a failed job that named no server is
+        raised as its error. A poll that is throttled (or fails transiently) is no news: the next poll asks again,
+        until ``job_timeout``, when OperationTimeout says what was known and the last such error (never the
+        transient error itself, which would make the caller's retry wait a whole ``job_timeout`` again)."""
         deadline = time.monotonic() + self.job_timeout
         completed = order_id is None
         status: int | None = None
+        last: MetalfleetError | None = None
         while True:
             try:
                 if job_id and server_id is None:
@@ -268,27 +337,33 @@ class HuaweiDriver:
                     opened = self._billing.order_resources(order_id)
                     server_id = opened[0].resource_id if opened else None
                 if completed and server_id:
-                    return server_id
+                    return self._observer.get(server_id)
+                last = None
             except MetalfleetError as exc:
-                if not exc.retryable or time.monotonic() >= deadline:
+                if not exc.retryable:
                     raise
+                last = exc
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                why = f"; its last poll failed: {last.message}" if last is not None else ""
                 raise OperationTimeout(f"server {name}: its BSS order {order_id} is {status} (5 is completed) and "
                                        f"its server {'is ' + server_id if server_id else 'not known'} after "
-                                       f"{self.job_timeout:.0f}s", provider=PROVIDER, code="OrderNotCompleted")
+                                       f"{self.job_timeout:.0f}s{why}", provider=PROVIDER, code="OrderNotCompleted")
             time.sleep(min(self.poll, remaining))
 
-    def _await_key(self, spec: NodeSpec, seconds: float) -> Node | None:
+    def _await_key(self, spec: NodeSpec, seconds: float) -> list[Node]:
+        """Look the node up for ``seconds`` (after a create whose answer was lost): its servers, oldest first, or
+        [] (a throttled lookup is no news)."""
         deadline = time.monotonic() + seconds
         while True:
             try:
-                found = self._observer.by_key(server_name(spec), spec.idempotency_key)
+                found = self._observer.all_by_key(server_name(spec), spec.idempotency_key)
             except TransientError:
-                found = None
-            if found is not None or time.monotonic() >= deadline:
+                found = []
+            remaining = deadline - time.monotonic()
+            if found or remaining <= 0:
                 return found
-            time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(self.poll, remaining))
 
     # -- observe ---------------------------------------------------------------------------
     def get(self, node_id: str) -> Node:

@@ -83,12 +83,14 @@ def _field_of(code: str) -> str | None:
 
 
 def translate(code: str, message: str, status: int, action: str, *, request_id: str | None = None,
-              zone: str | None = None, flavor: str | None = None) -> MetalfleetError:
-    """The metalfleet error for a Huawei error answer (or a failed job's ``error_code`` / ``fail_reason``)."""
+              zone: str | None = None, flavor: str | None = None,
+              retry_after: float | None = None) -> MetalfleetError:
+    """The metalfleet error for a Huawei error answer (or a failed job's ``error_code`` / ``fail_reason``);
+    ``retry_after``: the answer's ``Retry-After`` in seconds, kept on a throttling error."""
     kw: dict[str, Any] = {"provider": PROVIDER, "code": code, "request_id": request_id}
     text = f"Huawei {_where(action)}: {message} ({code})"
     if code in THROTTLE or status == 429:
-        return RateLimitedError(text, **kw)
+        return RateLimitedError(text, retry_after=retry_after, **kw)
     if code in AUTH or (status in (401, 403) and code.startswith("APIGW.")):
         return AuthError(f"{text} (check the access key, secret key and project id, and the IAM permissions)",
                          **kw)
@@ -116,19 +118,22 @@ def translate(code: str, message: str, status: int, action: str, *, request_id: 
 
 def translate_sdk_error(exc: Any, action: str, *, zone: str | None = None,
                         flavor: str | None = None) -> MetalfleetError:
-    """The metalfleet error for a huaweicloudsdkcore ``ServiceResponseException``."""
+    """The metalfleet error for a huaweicloudsdkcore ``ServiceResponseException`` (with the ``retry_after``
+    :class:`~.transport.RetryAfterExceptionHandler` keeps on it)."""
     code = str(getattr(exc, "error_code", None) or "Unknown")
     message = str(getattr(exc, "error_msg", None) or exc)
     status = int(getattr(exc, "status_code", 0) or 0)
     return translate(code, message, status, action, request_id=getattr(exc, "request_id", None), zone=zone,
-                     flavor=flavor)
+                     flavor=flavor, retry_after=getattr(exc, "retry_after", None))
 
 
 @contextlib.contextmanager
 def boundary(action: str, *, zone: str | None = None, flavor: str | None = None) -> Iterator[None]:
     """The one boundary: every huaweicloudsdkcore exception raised inside leaves as a metalfleet error,
-    chained. ``zone`` and ``flavor`` only make capacity errors say where and what."""
+    chained, and so does a requests error the SDK lets through (a read timeout: the answer is lost, transient).
+    ``zone`` and ``flavor`` only make capacity errors say where and what."""
     from huaweicloudsdkcore.exceptions import exceptions as hx
+    from requests import exceptions as rx
 
     try:
         yield
@@ -141,6 +146,9 @@ def boundary(action: str, *, zone: str | None = None, flavor: str | None = None)
                                code=type(exc).__name__) from exc
     except hx.SdkException as exc:
         raise ProviderError(f"Huawei {_where(action)}: {exc}", provider=PROVIDER, code=type(exc).__name__) from exc
+    except (rx.Timeout, rx.ConnectionError, rx.ChunkedEncodingError) as exc:  # the SDK lets a read timeout through
+        raise TransientError(f"Huawei {_where(action)}: no answer ({exc})", provider=PROVIDER,
+                             code=type(exc).__name__) from exc
     except ValueError as exc:  # an answer the SDK's models could not parse
         raise TransientError(f"Huawei {_where(action)}: unreadable answer ({exc})", provider=PROVIDER,
                              code="ResponseParseError") from exc

@@ -78,22 +78,27 @@ def follow_job(client: Callable[[], Any], job_id: str, *, timeout: float, poll: 
                until: Callable[[Job], bool] | None = None) -> Job:
     """Poll ShowJobInfos until the job is done (or ``until(job)`` holds); a FAIL is raised as its error
     (CapacityError naming ``zone`` and ``flavor`` for stock), a job past ``timeout`` as OperationTimeout.
-    A transient error while polling is retried here: the job runs on whatever the poll answers."""
+    A poll that is throttled (or fails transiently) is no news: the job runs on whatever the poll answers, and
+    the next poll asks again, never past ``timeout`` (then OperationTimeout names the last such error)."""
     deadline = time.monotonic() + timeout
+    status, last = "unknown", None
     while True:
         try:
             job = show_job(client(), job_id)
         except MetalfleetError as exc:
-            if not exc.retryable or time.monotonic() >= deadline:
+            if not exc.retryable:
                 raise
-            time.sleep(poll)
-            continue
-        if job.status == "FAIL":
-            raise translate(job.error_code or "BMS.0006", job.fail_reason or f"job {job_id} failed", 400,
-                            f"job {job_id} ({job.job_type})", zone=zone, flavor=flavor)
-        if job.done or (until is not None and until(job)):
-            return job
-        if time.monotonic() >= deadline:
-            raise OperationTimeout(f"BMS job {job_id} ({job.job_type}) is still {job.status} after {timeout:.0f}s",
-                                   provider=PROVIDER, code=job.status)
-        time.sleep(poll)
+            last = exc
+        else:
+            if job.status == "FAIL":
+                raise translate(job.error_code or "BMS.0006", job.fail_reason or f"job {job_id} failed", 400,
+                                f"job {job_id} ({job.job_type})", zone=zone, flavor=flavor)
+            if job.done or (until is not None and until(job)):
+                return job
+            status, last = f"{job.status} ({job.job_type})", None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            why = f"; its last poll failed: {last.message}" if last is not None else ""
+            raise OperationTimeout(f"BMS job {job_id} is still {status} after {timeout:.0f}s{why}",
+                                   provider=PROVIDER, code=status.split(" ")[0])
+        time.sleep(min(poll, remaining))

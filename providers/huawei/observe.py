@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from ..contract import OrderProgress
@@ -29,7 +30,7 @@ from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER, boundary
 from .request import key_tag
 
-__all__ = ["STATE_TABLE", "Observer", "node_from_server", "parse_tags"]
+__all__ = ["STATE_TABLE", "Observer", "age", "created_at", "deleting", "node_from_server", "parse_tags"]
 
 #: BMS server status -> neutral state; anything else is UNKNOWN. (BMS API reference, server status values:
 #: ACTIVE, BUILD, ERROR, HARD_REBOOT, REBOOT, REBUILD, SHUTOFF, DELETED.)
@@ -89,6 +90,7 @@ def node_from_server(server: Any, region: str) -> Node:
         "order_id": _get(metadata, "metering_order_id") if metadata is not None else None,
         "task_state": _get(server, "os_ext_st_stask_state") or _get(server, "OS-EXT-STS:task_state"),
         "key_name": _get(server, "key_name"),
+        "created": _get(server, "created"),
     }
     fault = _get(server, "fault")
     if fault is not None and _get(fault, "message"):
@@ -106,6 +108,29 @@ def node_from_server(server: Any, region: str) -> Node:
         tags=tags,
         extra=extra,
     )
+
+
+def created_at(node: Node) -> datetime | None:
+    """When BMS made the server (``ServerDetails.created``, ISO 8601 to the second: "YYYY-MM-DDTHH:MM:SSZ")."""
+    text = node.extra.get("created")
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def age(node: Node) -> tuple[datetime, str]:
+    """The order every run sorts one node's servers in: by creation time, then by id (servers made in one second
+    tie on ``created``); a server without a readable creation time sorts last."""
+    return created_at(node) or datetime.max.replace(tzinfo=UTC), node.id
+
+
+def deleting(node: Node) -> bool:
+    """Whether the server is gone or on its way (unsubscribed: BMS is deleting it)."""
+    return node.state.is_gone or node.extra.get("task_state") == "deleting"
 
 
 class Observer:
@@ -160,27 +185,32 @@ class Observer:
         nodes = [n for n in self.servers() if n.tags.get(TAG_CLUSTER) == cluster]
         return sorted(nodes, key=lambda n: (n.tags.get(TAG_INDEX, "").zfill(8), n.id))
 
-    def by_key(self, name: str, key: str) -> Node | None:
-        """The live server named ``name`` and ordered with idempotency key ``key`` (its ``metalfleet:key`` tag is
-        :func:`~.request.key_tag` of it), or None."""
+    def all_by_key(self, name: str, key: str) -> list[Node]:
+        """Every listed server named ``name`` and ordered with idempotency key ``key`` (its ``metalfleet:key`` tag
+        is :func:`~.request.key_tag` of it), oldest first (:func:`age`): more than one only when two runs raced."""
         tag = key_tag(key)
-        found = [n for n in self.servers(name=name) if n.extra.get("server_name") == name
-                 and n.tags.get(TAG_KEY) == tag]
-        return min(found, key=lambda n: n.id) if found else None
+        return sorted((n for n in self.servers(name=name) if n.extra.get("server_name") == name
+                       and n.tags.get(TAG_KEY) == tag), key=age)
 
-    def states(self, ids: Sequence[str]) -> tuple[dict[str, Node], set[str]]:
+    def by_key(self, name: str, key: str) -> Node | None:
+        """The node's server: the oldest of :meth:`all_by_key` not being deleted (else the oldest), or None."""
+        found = self.all_by_key(name, key)
+        return next((n for n in found if not deleting(n)), found[0] if found else None)
+
+    def states(self, ids: Sequence[str]) -> tuple[dict[str, Node], dict[str, TransientError]]:
         """Each server read now (ShowBaremetalServerDetails, a few at a time), and the ids whose read failed for
-        a transient reason (throttled: BMS has no batch status call, so a poll is one call per server). A server
-        BMS does not know is in neither."""
-        unread: set[str] = set()
+        a transient reason (throttled: BMS has no batch status call, so a poll is one call per server), with that
+        error. A server BMS does not know is in neither."""
+        unread: dict[str, TransientError] = {}
 
         def read(node_id: str) -> Node | None:
             try:
                 return self.get(node_id)
             except NotFoundError:
                 return None
-            except TransientError:
-                unread.add(node_id)
+            except TransientError as exc:
+                with self._lock:
+                    unread[node_id] = exc
                 return None
 
         if len(ids) > 1:
@@ -193,12 +223,22 @@ class Observer:
     def wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
              progress: OrderProgress | None = None) -> list[Node]:
         """Poll every ``poll`` seconds until every server is in ``state``. Waiting for RUNNING fails at once
-        when a server goes to ERROR or is deleted; waiting for TERMINATED counts an unknown server as gone. A read
-        that is throttled keeps the server's last known state for that round (the next poll reads it again)."""
+        when a server goes to ERROR or is deleted; waiting for TERMINATED counts an unknown server as gone.
+
+        A read that is throttled (or fails for another transient reason) is no news: the server keeps its last
+        known state for that round and the next poll reads it again. Nothing here retries or sleeps beyond
+        ``timeout``: a storm that outlasts it ends in OperationTimeout saying how many reads failed and the last
+        error (a round of reads in flight at the deadline is let finish: each is bounded by the client's timeouts).
+        """
         deadline = time.monotonic() + timeout
         ids = list(dict.fromkeys(node_ids))
+        reads = failed = 0
+        last: TransientError | None = None
         while True:
             now, unread = self.states(ids)
+            reads += len(ids)
+            failed += len(unread)
+            last = next(iter(unread.values()), last)
             nodes = []
             for i in ids:
                 if i in now:
@@ -226,6 +266,8 @@ class Observer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 waiting = [n.id for n in nodes if n.state != state]
-                raise OperationTimeout(f"servers {waiting} not {state.value} after {timeout:.0f}s",
+                why = (f"; {failed} of its {reads} status reads were throttled or failed transiently (the last: "
+                       f"{last.message}), so a server's last known state stood for those rounds" if last else "")
+                raise OperationTimeout(f"servers {waiting} not {state.value} after {timeout:.0f}s{why}",
                                        provider=PROVIDER)
             time.sleep(min(poll, remaining))

@@ -23,6 +23,7 @@ from metalfleet.providers import (
     plan,
     release_cluster,
 )
+from metalfleet.providers.fleet import OrderFailed
 from metalfleet.providers.huawei import HuaweiDriver
 from metalfleet.providers.huawei.errors import translate
 from metalfleet.providers.huawei.jobs import follow_job
@@ -144,14 +145,21 @@ def test_a_failed_job_fails_the_order_with_its_reason(huawei_emulator: HuaweiEmu
     huawei_emulator.set_faults(fail_jobs="Fail to operate baremetal server, reason: flavor is sold out.")
     driver = huawei_driver(huawei_emulator)
     specs = plan(driver, parse_spec(huawei_spec_data("err-job", 1)))
-    with pytest.raises(ProviderError) as info:
-        order_cluster(driver, specs, timeout=20, policy=RetryPolicy(attempts=2, base=0.001, cap=0.01))
+    policy = RetryPolicy(attempts=2, base=0.001, cap=0.01)
+    with pytest.raises(OrderFailed) as info:  # kept: the failed server stays for a look
+        order_cluster(driver, specs, timeout=20, policy=policy, rollback=False)
     assert "sold out" in str(info.value) and "ERROR" in str(info.value)
+    assert isinstance(info.value.cause, ProviderError) and info.value.cause.code == "ServerFailed"
     [failed] = driver.list_nodes("err-job")  # an ERROR server is still there (and billed): release ends it
+    assert info.value.kept == [failed.id]
     assert failed.state == NodeState.ERROR and failed.extra["state_reason"].endswith("sold out.")
     assert [s.node_id for s in driver.subscriptions([failed.id])] == [failed.id]
     assert release_cluster(driver, "err-job", unsubscribe=True) == [failed.id]
     assert driver.list_nodes("err-job") == []
+    with pytest.raises(OrderFailed) as rolled:  # rolled back (the spec opts in to ending subscriptions)
+        order_cluster(driver, plan(driver, parse_spec(huawei_spec_data("err-job-2", 1))), timeout=20, policy=policy)
+    assert "sold out" in str(rolled.value) and len(rolled.value.released) == 1
+    assert driver.list_nodes("err-job-2") == []
 
 
 def test_following_a_failed_job_raises_its_error(huawei_emulator: HuaweiEmulator) -> None:
