@@ -120,3 +120,23 @@ class RetryPolicy:
 
 
 DEFAULT_POLICY = RetryPolicy()
+
+
+def read_or_none(read: Callable[[], T], *, deadline: float, poll: float, timeout: float, what: str,
+                 provider: str | None = None) -> T | None:
+    """One status read of a wait loop that has its own ``deadline`` (a ``time.monotonic()``): the read's answer,
+    or None once a throttled or failed read (a :class:`~.errors.TransientError`) has been slept off for a poll
+    (twice as long when throttled): it is no news, and the loop polls again. Past the deadline such a failure is an
+    :class:`~.errors.OperationTimeout` naming ``what`` was waited for and the last error, so a wait never outlives
+    its timeout and the caller's policy does not start the whole operation over for one unlucky read."""
+    try:
+        return read()
+    except TransientError as exc:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            from .errors import OperationTimeout
+
+            raise OperationTimeout(f"{what} not known after {timeout:.0f}s: the reads kept failing, the last "
+                                   f"with {exc}", provider=provider or exc.provider, code=exc.code) from exc
+        time.sleep(min(poll * (2 if isinstance(exc, RateLimitedError) else 1), remaining))
+        return None

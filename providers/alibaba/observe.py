@@ -20,6 +20,7 @@ from ..console import host_keys_from_console, with_host_keys
 from ..contract import OrderProgress
 from ..errors import NotFoundError, OperationTimeout, ProviderError, TransientError
 from ..models import Node, NodeState
+from ..retry import read_or_none
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER
 
@@ -212,7 +213,10 @@ class Observer:
         deadline = time.monotonic() + timeout
         ids = list(dict.fromkeys(node_ids))
         while True:
-            states = self.states(ids)
+            states = read_or_none(lambda: self.states(ids), deadline=deadline, poll=poll, timeout=timeout,
+                                  what=f"whether instances {ids} are {state.value}", provider=PROVIDER)
+            if states is None:  # a throttled or failed read is no news: poll again, until the timeout
+                continue
             nodes = []
             for i in ids:
                 if i in states:

@@ -15,8 +15,9 @@ from typing import Any
 
 from ..console import host_keys_from_console, with_host_keys
 from ..contract import OrderProgress
-from ..errors import NotFoundError, OperationTimeout, ProviderError, RateLimitedError, TransientError
+from ..errors import NotFoundError, OperationTimeout, ProviderError
 from ..models import Node, NodeState
+from ..retry import read_or_none
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER, boundary
 
@@ -163,15 +164,9 @@ class Observer:
         ids = list(dict.fromkeys(node_ids))
         missing = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
         while True:
-            try:
-                states = self.states(ids)
-            except TransientError as exc:  # a throttled or failed read is no news: poll again, until the timeout
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise OperationTimeout(f"instances {ids} not known to be {state.value} after {timeout:.0f}s: "
-                                           f"every read failed lately, the last with {exc}", provider=PROVIDER,
-                                           code=exc.code) from exc
-                time.sleep(min(poll * (2 if isinstance(exc, RateLimitedError) else 1), remaining))
+            states = read_or_none(lambda: self.states(ids), deadline=deadline, poll=poll, timeout=timeout,
+                                  what=f"whether instances {ids} are {state.value}", provider=PROVIDER)
+            if states is None:  # a throttled or failed read is no news: poll again, until the timeout
                 continue
             nodes = []
             for i in ids:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import ClusterSpec, ComputeDriver, RetryPolicy, parse_spec
+from metalfleet.providers import ClusterSpec, ComputeDriver, parse_spec
 from metalfleet.providers.alibaba import AlibabaDriver
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.contract import PowerState
@@ -34,6 +34,7 @@ from metalfleet.testing import usage as areas
 from metalfleet.testing.bmc import BmcPool, start_bmc_pool
 from metalfleet.testing.ec2 import Ec2Emulator
 from metalfleet.testing.kit import EmulatorClient
+from metalfleet.testing.retrycount import CountingPolicy as _Counting
 from tests.emulators import alibaba_fixtures as ali
 from tests.emulators.alibaba_fixtures import (
     alibaba_emulator,  # noqa: F401  (fixture)
@@ -58,21 +59,11 @@ from tests.emulators.huawei_fixtures import (
 )
 
 
-class CountingPolicy(RetryPolicy):
-    """The production retry policy with short waits, counting the retries it makes."""
+class CountingPolicy(_Counting):
+    """The production retry policy with short waits (at most 12 tries, 30 s), counting the retries it makes."""
 
     def __init__(self) -> None:
-        super().__init__(attempts=12, max_delay=30.0, base=0.005, cap=0.05)
-        self.retries = 0
-
-    def retrying(self) -> Any:
-        r = super().retrying()
-
-        def count(_state: Any) -> None:
-            self.retries += 1
-
-        r.before_sleep = count
-        return r
+        super().__init__(attempts=12, deadline=30.0)
 
 
 @dataclass

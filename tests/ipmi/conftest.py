@@ -16,6 +16,7 @@ from metalfleet.providers.contract import PowerState
 from metalfleet.providers.ipmi import IpmiDriver
 from metalfleet.testing import usage as areas
 from metalfleet.testing.bmc import BmcPool, start_bmc_pool
+from metalfleet.testing.retrycount import CountingPolicy as _Counting
 from tests.prereq import require_root, require_tool
 
 #: The module's pool: host0, host1 behind IPMI (ipmi_sim), host2, host3 behind Redfish (sushy-tools).
@@ -25,21 +26,11 @@ OFFERING = "pool.8xh100-ib"
 FAST = RetryPolicy(attempts=4, base=0.01, cap=0.05)
 
 
-class CountingPolicy(RetryPolicy):
-    """The production retry policy with short waits, counting the retries it makes."""
+class CountingPolicy(_Counting):
+    """The production retry policy with short waits (at most ``attempts`` tries), counting the retries it makes."""
 
     def __init__(self, attempts: int = 4) -> None:
-        super().__init__(attempts=attempts, base=0.01, cap=0.05)
-        self.retries = 0
-
-    def retrying(self) -> Any:
-        r = super().retrying()
-
-        def count(_state: Any) -> None:
-            self.retries += 1
-
-        r.before_sleep = count
-        return r
+        super().__init__(attempts=attempts, base=0.01, cap=0.05, deadline=None)
 
 
 def require_bmc_tools() -> None:
