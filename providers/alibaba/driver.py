@@ -20,6 +20,7 @@ from ..catalog import load_catalog
 from ..contract import OrderProgress, Subscription, refuse_release
 from ..errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError
 from ..models import Node, NodeSpec, NodeState, Offering
+from ..retry import step
 from ..tags import TAG_ACCEPTANCE_REASON
 from .errors import PROVIDER, boundary
 from .network import ClusterNetwork, Net, cluster_resources, delete_cluster_resources
@@ -191,7 +192,7 @@ class AlibabaDriver:
             raise InvalidSpecError(f"RunInstances for {spec.name} answered no instance id", provider=PROVIDER,
                                    field="offering", value=spec.offering)
         node_id = str(ids[0])
-        found = self._observer.by_ids([node_id]).get(node_id)
+        found = step(self._observer.by_ids, [node_id]).get(node_id)
         if found is None:  # a repeated ClientToken answers the instance that token bought, even released
             return dataclasses.replace(self._observer.gone(node_id), offering=spec.offering, name=spec.name,
                                        zone=net.zone)
@@ -256,7 +257,7 @@ class AlibabaDriver:
         released. Every step reads the instance first, so a re-run after a kill finds it converted, releasing or
         gone and finishes the job."""
         try:
-            node = self.get(node_id)
+            node = step(self.get, node_id)
         except NotFoundError:
             return
         if node.state == NodeState.TERMINATED:
@@ -322,7 +323,7 @@ class AlibabaDriver:
     def release_cluster_resources(self, cluster: str, *, timeout: float = 600.0) -> list[str]:
         """Delete what :meth:`cluster_resources` lists once ``cluster`` has no live node (while it has one:
         nothing, []). Returns what was deleted."""
-        if self.list_nodes(cluster):
+        if step(self.list_nodes, cluster):
             return []
         self._nets.forget(cluster)
         return delete_cluster_resources(self._call, self.region, cluster, timeout=timeout, poll=self.poll)

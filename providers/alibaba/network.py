@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import ConflictError, InvalidSpecError, MetalfleetError
 from ..models import NodeSpec
 from ..network import NetworkMemo, check_subnet_place
+from ..retry import step
 from ..tags import TAG_CLUSTER, TAG_NAME
 from .errors import IDEMPOTENT_MISMATCH, PROVIDER
 
@@ -315,9 +316,10 @@ def cluster_resources(call: Call, region: str, cluster: str) -> list[str]:
 def delete_cluster_resources(call: Call, region: str, cluster: str, *, timeout: float, poll: float) -> list[str]:
     """Delete what :func:`cluster_resources` lists; returns what was deleted. Right after its instances are
     released, ECS may still count them as members for a while: a group or set still in use
-    (DependencyViolation) is retried every ``poll`` seconds until ``timeout``."""
+    (DependencyViolation) is retried every ``poll`` seconds until ``timeout``, and so is a throttled or failed delete
+    (each delete on its own: a retry of the whole release would need every call through a storm in one pass)."""
     deleted: list[str] = []
-    for resource in cluster_resources(call, region, cluster):
+    for resource in step(cluster_resources, call, region, cluster):
         kind, _, ident = resource.partition(":")
         action, params = (("DeleteSecurityGroup", {"RegionId": region, "SecurityGroupId": ident})
                           if kind == "security-group" else
@@ -332,7 +334,7 @@ def delete_cluster_resources(call: Call, region: str, cluster: str, *, timeout: 
                 code = exc.code or ""
                 if code.endswith(".NotFound"):
                     break
-                if not code.startswith("DependencyViolation") or time.monotonic() >= deadline:
+                if not (code.startswith("DependencyViolation") or exc.retryable) or time.monotonic() >= deadline:
                     raise
             time.sleep(poll)
     return deleted

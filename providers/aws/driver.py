@@ -16,6 +16,7 @@ from ..catalog import load_catalog
 from ..contract import OrderProgress
 from ..errors import CapacityError, ConflictError, InvalidSpecError, MetalfleetError, NotFoundError
 from ..models import Node, NodeSpec, NodeState, Offering
+from ..retry import step
 from .errors import PROVIDER, boundary
 from .network import (
     ClusterNetwork,
@@ -183,7 +184,7 @@ class AwsDriver:
         # A repeated ClientToken is answered with the instance that token first bought; a RunInstances answer
         # need not say that it has terminated since (the emulator's always says pending): read the state, with
         # the small DescribeInstanceStatus, so callers see a gone node.
-        state = self._observer.states([node.id]).get(node.id)
+        state = step(self._observer.states, [node.id]).get(node.id)
         if state:
             node = dataclasses.replace(node, state=NodeState.map(STATE_TABLE, state))
             self._observer.remember(node)
@@ -283,13 +284,13 @@ class AwsDriver:
     # -- release ---------------------------------------------------------------------------
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:
         try:
-            node = self.get(node_id)
+            node = step(self.get, node_id)
         except NotFoundError:
             return  # EC2 forgets terminated instances after a while: gone is gone
         if node.state != NodeState.TERMINATED:
             try:
                 with boundary("TerminateInstances"):
-                    self._ec2().terminate_instances(InstanceIds=[node_id])
+                    step(self._ec2().terminate_instances, InstanceIds=[node_id])
             except NotFoundError:
                 return
             if wait:
@@ -318,7 +319,7 @@ class AwsDriver:
 
         Right after its instances terminate, EC2 may still hold their interfaces for a while: a group still
         in use (DependencyViolation, InvalidPlacementGroup.InUse) is retried until ``timeout``."""
-        if self.list_nodes(cluster):
+        if step(self.list_nodes, cluster):
             return []
         self._nets.forget(cluster)  # made again if ordered again
         return delete_cluster_resources(self._ec2(), cluster, timeout=timeout, poll=self.poll)

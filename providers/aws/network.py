@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import InvalidSpecError, MetalfleetError, NotFoundError, ProviderError
 from ..models import Node, NodeSpec
 from ..network import NetworkMemo, check_subnet_place
+from ..retry import step
 from ..tags import TAG_CLUSTER, TAG_KEY, TAG_NAME, TAG_PUBLIC_IP
 from .errors import PROVIDER, boundary
 
@@ -215,7 +216,7 @@ def delete_cluster_resources(ec2: Any, cluster: str, *, timeout: float, poll: fl
     InvalidPlacementGroup.InUse) is retried every ``poll`` seconds until ``timeout``, and so is a throttled or failed
     delete."""
     deleted: list[str] = []
-    for resource in cluster_resources(ec2, cluster):
+    for resource in step(cluster_resources, ec2, cluster):
         kind, _, ident = resource.partition(":")
         gone: tuple[str, ...]
         if kind == "security-group":
