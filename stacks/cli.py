@@ -173,8 +173,15 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
 # -- parser ----------------------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a bad flag or value is one line on stderr (the spec reader's style), then the pointer
+    to ``--help``: no usage block to scroll past in a pipeline's log. Exit 2, as argparse."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="metalfleet", description="GPU cluster spec to accepted, bootstrapped nodes.")
+    p = _Parser(prog="metalfleet", description="GPU cluster spec to accepted, bootstrapped nodes.")
     sub = p.add_subparsers(dest="command", required=True)
 
     o = sub.add_parser("offerings", help="list normalised GPU offerings (shipped catalogue; --live asks providers)")
@@ -261,7 +268,7 @@ def _policy_parser() -> argparse.ArgumentParser:
     """Only ``metalfleet policy``: a pull-request check should not pay for importing the SSH and cloud layers."""
     from metalfleet.policies.cli import add_cli_commands
 
-    p = argparse.ArgumentParser(prog="metalfleet")
+    p = _Parser(prog="metalfleet")
     add_cli_commands(p.add_subparsers(dest="command", required=True))
     return p
 

@@ -107,3 +107,12 @@ def test_a_bad_retry_deadline_is_refused_naming_the_flag(tmp_path: Path) -> None
     for bad in ("-1", "0", "inf", "nan", "1x"):
         out = run("order", str(tmp_path / "missing.yaml"), "--retry-deadline", bad)
         assert out.returncode == 2 and "--retry-deadline" in out.stderr and repr(bad) in out.stderr, out.stderr
+
+
+def test_a_bad_flag_is_one_line_pointing_at_help() -> None:
+    for args in (["order", "x.yaml", "--retry-deadline", "soon"], ["plan", "--top", "-2", "x.yaml"], ["frob"],
+                 ["policy", "check"]):
+        out = run(*args)
+        assert out.returncode == 2, out
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "error:" in lines[0] and "--help" in lines[0], out.stderr
