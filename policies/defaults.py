@@ -43,6 +43,22 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
     Default("aws_instance.associate_public_ip_address", None,
             "associate_public_ip_address unset: the subnet's map_public_ip_on_launch decides (true in a default "
             "VPC's default subnets)", f"{_TF_AWS}, aws_instance; Amazon VPC User Guide, default subnets"),
+    Default("aws_instance.metadata_options.http_endpoint", "enabled",
+            "metadata_options.http_endpoint defaults to enabled: the metadata service answers, so http_tokens "
+            "decides (only disabled turns it off)",
+            f"{_TF_AWS}, aws_instance / aws_launch_template / aws_launch_configuration metadata_options; EC2 Auto "
+            "Scaling API InstanceMetadataOptions.HttpEndpoint (\"If the parameter is not specified, the default state "
+            "is enabled.\")"),
+    Default("aws_launch_configuration.root_block_device.encrypted", False,
+            "root_block_device.encrypted defaults to false (a launch configuration cannot name a KMS key: an "
+            "encrypted volume uses the account's default key)", f"{_TF_AWS}, aws_launch_configuration "
+            "root_block_device; EC2 Auto Scaling API Ebs (no KmsKeyId member)"),
+    Default("aws_launch_configuration.ebs_block_device.encrypted", False,
+            "ebs_block_device.encrypted defaults to false (from snapshot_id: the snapshot's encryption)",
+            f"{_TF_AWS}, aws_launch_configuration ebs_block_device"),
+    Default("aws_launch_configuration.metadata_options.http_tokens", "optional",
+            "metadata_options.http_tokens unset: the default state is optional (IMDSv1 allowed)",
+            f"{_TF_AWS}, aws_launch_configuration metadata_options"),
     Default("aws_launch_template.block_device_mappings.ebs.encrypted", False,
             "block_device_mappings.ebs.encrypted unset: the volume follows its snapshot (unencrypted for public "
             "AMIs) unless EBS encryption by default is on", f"{_TF_AWS}, aws_launch_template block_device_mappings"),
@@ -73,6 +89,14 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
             f"{_TF_ALI}, alicloud_security_group_rule"),
     Default("alicloud_ecs_launch_template.http_tokens", "optional", "http_tokens unset: optional",
             f"{_TF_ALI}, alicloud_ecs_launch_template"),
+    Default("alicloud_ecs_launch_template.system_disk.encrypted", False,
+            "system_disk.encrypted unset (or only the deprecated system_disk_category / _size / _name / "
+            "_description, which have no encryption setting): the system disk is not encrypted",
+            f"{_TF_ALI}, alicloud_ecs_launch_template and alicloud_launch_template system_disk; ECS API "
+            "CreateLaunchTemplate SystemDisk.Encrypted (Default value: false)"),
+    Default("alicloud_ecs_launch_template.data_disks.encrypted", False, "data_disks.encrypted defaults to false",
+            f"{_TF_ALI}, alicloud_launch_template data_disks (Default to false); ECS API CreateLaunchTemplate "
+            "DataDisk.N.Encrypted"),
     # ---- Huawei Cloud
     Default("huaweicloud_bms_instance.disk_encryption", False,
             "huaweicloud_bms_instance has no disk encryption argument: its system and data disks are created "

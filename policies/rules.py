@@ -320,7 +320,9 @@ def _ssh_host_keys(n: ComputeNode, ctx: RuleContext) -> Iterator[Violation]:
       frameworks={"iso27001": ISO_NET, "soc2": ("CC6.6",),
                   "mlps": ("8.1.3.1 Boundary protection (边界防护)", "8.1.2.1 Network architecture (网络架构)")},
       params={"allow": Param("boolean", False, "allow public addresses on GPU nodes"),
-              "gpu_only": Param("boolean", True, "judge only nodes that are (or may be) GPU nodes")})
+              "gpu_only": Param("boolean", True, "judge only nodes that are (or may be) GPU nodes: a type known not "
+                                "to be one (t3.micro, ecs.g7) is left alone; a type metalfleet does not know, or "
+                                "one unknown at plan time, is judged, and the finding says so")})
 def _no_public(r: ComputeNode | Address, ctx: RuleContext) -> Iterator[Violation]:
     if ctx["allow"]:
         return
@@ -333,10 +335,25 @@ def _no_public(r: ComputeNode | Address, ctx: RuleContext) -> Iterator[Violation
         return
     if r.public_ip is None or (ctx["gpu_only"] and r.gpu is False):
         return
+    why = _judged_as_gpu(r) if ctx["gpu_only"] and r.gpu is UNKNOWN else ""
     if r.public_ip is UNKNOWN:
-        yield _unknown("whether it gets a public address", r, "public_ip")
+        v = _unknown("whether it gets a public address", r, "public_ip")
+        yield Violation(v.message + why, v.location, unknown=True) if why else v
     elif r.public_ip:
-        yield Violation(f"{r.name} gets a public address{r.note('public_ip')}", r.where("public_ip"))
+        yield Violation(f"{r.name} gets a public address{r.note('public_ip')}{why}", r.where("public_ip"))
+
+
+def _judged_as_gpu(n: ComputeNode) -> str:
+    """Why gpu_only did not skip a node: its type is not one metalfleet knows (fail closed: it may be a GPU node).
+    Adapters know a type from the offering catalogue's GPU types and the providers' instance families; only a
+    type known not to carry accelerators is skipped."""
+    t = n.instance_type
+    if t is UNKNOWN:
+        return "; judged as a possible GPU node: its instance type is unknown at plan time"
+    if not t:
+        return "; judged as a possible GPU node: it names no instance type"
+    return (f"; judged as a possible GPU node: instance type {t} is unknown to metalfleet's offering catalogue and "
+            "instance families (neither GPU nor known non-GPU)")
 
 
 def _world_sources(r: SecurityRule) -> list[str] | None:
@@ -436,7 +453,9 @@ def _bmc_network(b: BmcEndpoint, ctx: RuleContext) -> Iterator[Violation]:
       "http_tokens = required)", severity="high", kinds=("compute",),
       rationale="With tokens optional, a server-side request forgery in any service on the node (a notebook, a "
                 "model server) reads the instance's credentials from the metadata service.",
-      remediation="AWS: metadata_options { http_tokens = \"required\" } (instance and launch template); Alibaba: "
+      remediation="AWS: metadata_options { http_tokens = \"required\" } (instance, launch template and launch "
+                  "configuration), or http_endpoint = \"disabled\" where nothing on the node needs metadata (no "
+                  "service to reach: the rule passes); Alibaba: "
                   "http_tokens = \"required\"; Huawei: the BMS metadata options API (http_tokens=required) where the "
                   "region offers it. metalfleet's AWS driver always requires tokens.",
       frameworks={"iso27001": ("A.8.9 Configuration management", "A.8.5 Secure authentication"),

@@ -35,6 +35,7 @@ __all__ = ["ACCOUNT_SETTINGS", "FIELDS", "NATIVE", "PULUMI_TYPES", "native_resou
 PULUMI_TYPES: Mapping[str, str] = {
     "aws:ec2/instance:Instance": "aws_instance",
     "aws:ec2/launchTemplate:LaunchTemplate": "aws_launch_template",
+    "aws:ec2/launchConfiguration:LaunchConfiguration": "aws_launch_configuration",
     "aws:ec2/securityGroup:SecurityGroup": "aws_security_group",
     "aws:ec2/securityGroupRule:SecurityGroupRule": "aws_security_group_rule",
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "aws_vpc_security_group_ingress_rule",
@@ -52,6 +53,7 @@ PULUMI_TYPES: Mapping[str, str] = {
     "alicloud:ecs/eip:Eip": "alicloud_eip",
     "alicloud:ecs/eipAssociation:EipAssociation": "alicloud_eip_association",
     "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate": "alicloud_ecs_launch_template",
+    "alicloud:ecs/launchTemplate:LaunchTemplate": "alicloud_launch_template",
     "huaweicloud:Bms/instance:Instance": "huaweicloud_bms_instance",
     "huaweicloud:Ecs/instance:Instance": "huaweicloud_compute_instance",
     "huaweicloud:Vpc/secgroupRule:SecgroupRule": "huaweicloud_networking_secgroup_rule",
@@ -140,6 +142,31 @@ def _imds(tokens: Any, default_key: str, assume_required: bool) -> tuple[Maybe[b
     return str(t).lower() == "required", ""
 
 
+#: Why a node whose metadata endpoint is off has no IMDS finding (the view's note; the rule skips None). Amazon EC2
+#: Auto Scaling API, InstanceMetadataOptions.HttpEndpoint (botocore autoscaling 2011-01-01 model): "If the parameter
+#: is not specified, the default state is enabled." / "If you specify a value of disabled, you will not be able to
+#: access your instance metadata." EC2 API InstanceMetadataOptionsRequest.HttpEndpoint: "If you specify a value of
+#: disabled, you cannot access your instance metadata." "Default: enabled"
+_IMDS_OFF = ("metadata_options.http_endpoint = disabled: the instance metadata service does not answer, so no "
+             "request reaches it with or without a token [Terraform AWS provider docs, metadata_options "
+             "http_endpoint; EC2 User Guide, instance metadata options]")
+
+
+def _aws_imds(p: dict[str, Any], default_key: str, assume_required: bool) -> tuple[Maybe[bool] | None, str]:
+    """IMDS tokens from ``metadata_options`` (aws_instance, aws_launch_template, aws_launch_configuration alike).
+
+    ``http_endpoint = "disabled"`` turns the metadata service off: nothing to require tokens of, so None (the
+    rule skips it). Only a known "disabled" counts: absent is enabled (the provider default) and an endpoint
+    unknown at plan time is judged as enabled, the side that fails."""
+    opts = block(p, "metadata_options")
+    if isinstance(opts, dict):
+        endpoint = opts.get("http_endpoint")
+        if type(endpoint) is str and endpoint.lower() == "disabled":
+            return None, _IMDS_OFF
+        return _imds(opts.get("http_tokens"), default_key, assume_required)
+    return _imds(opts, default_key, assume_required)
+
+
 # ------------------------------------------------------------------------------------------ AWS
 
 
@@ -170,9 +197,8 @@ def _aws_public(p: dict[str, Any], c: Ctx) -> tuple[Maybe[bool], str]:
 def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
     # The hot path of a large plan (one call per instance): the views are built field by field, without Ctx.base.
     itype = maybe_str(p.get("instance_type"))
-    tokens = block(p, "metadata_options")
-    imds, imds_note = _imds(tokens.get("http_tokens") if isinstance(tokens, dict) else tokens,
-                            "aws_instance.metadata_options.http_tokens", c.assume.imds_tokens_required_by_default)
+    imds, imds_note = _aws_imds(p, "aws_instance.metadata_options.http_tokens",
+                                c.assume.imds_tokens_required_by_default)
     public, public_note = _aws_public(p, c)
     cr = block(block(p, "capacity_reservation_specification"), "capacity_reservation_target")
     notes = {}
@@ -217,10 +243,8 @@ def _aws_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
 
 def _aws_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
     itype = maybe_str(p.get("instance_type"))
-    tokens = block(p, "metadata_options")
-    imds, imds_note = _imds(tokens.get("http_tokens") if isinstance(tokens, dict) else tokens,
-                            "aws_launch_template.metadata_options.http_tokens",
-                            c.assume.imds_tokens_required_by_default)
+    imds, imds_note = _aws_imds(p, "aws_launch_template.metadata_options.http_tokens",
+                                c.assume.imds_tokens_required_by_default)
     public: Maybe[bool] | None = None
     nics = blocks(p, "network_interfaces")
     if nics is UNKNOWN:
@@ -263,6 +287,42 @@ def _aws_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
                                    tags="volume tags from tag_specifications (resource_type volume)"),
                           role="launch-template", encrypted=enc, kms_key=maybe_str(key),
                           provider_managed_key=_kms_managed(key), tags=vol_tags))
+    return out
+
+
+def _aws_launch_configuration(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    """The older template of an autoscaling group: the same disks, metadata options and public address as a launch
+    template (read like one), in aws_instance's attribute names (root_block_device, ebs_block_device). It has no
+    tags (the group's propagate) and names no KMS key, so an encrypted device uses the account's default key."""
+    itype = maybe_str(p.get("instance_type"))
+    imds, imds_note = _aws_imds(p, "aws_launch_configuration.metadata_options.http_tokens",
+                                c.assume.imds_tokens_required_by_default)
+    # Unset: the group's subnets decide (not in this resource), as for a launch template without interfaces.
+    public = maybe_bool(p.get("associate_public_ip_address"))
+    out: list[Resource] = [ComputeNode(**c.base("aws", metadata_tokens_required=imds_note), instance_type=itype,
+                                       gpu=gpu_type("aws", itype), public_ip=public, metadata_tokens_required=imds,
+                                       tags=None, placement_group=None, capacity_reservation=None)]
+    root = block(p, "root_block_device")
+    if root is UNKNOWN:  # Optional+Computed: unknown when not configured; the AMI's root volume then decides
+        enc: Maybe[bool] = UNKNOWN
+        why = "root_block_device unknown at plan time"
+    else:
+        enc, why = _enc(root.get("encrypted") if isinstance(root, dict) else None,
+                        "aws_launch_configuration.root_block_device.encrypted", c.assume.ebs_encryption_by_default)
+    out.append(Volume(**c.base("aws", f"{c.name} root device", encrypted=why), role="launch-template",
+                      encrypted=enc, kms_key=None, tags=None))
+    devices = blocks(p, "ebs_block_device", "ebs_block_devices")
+    if devices is UNKNOWN:  # Optional+Computed, as on aws_instance
+        devices = []
+    for i, dev in enumerate(devices):
+        if not isinstance(dev, dict):
+            continue
+        if maybe_bool(dev.get("no_device")) is True:
+            continue  # suppresses a device of the AMI: no volume
+        enc, why = _enc(dev.get("encrypted"), "aws_launch_configuration.ebs_block_device.encrypted",
+                        c.assume.ebs_encryption_by_default)
+        out.append(Volume(**c.base("aws", f"{c.name} device {_label(dev.get('device_name'), i)}", encrypted=why),
+                          role="launch-template", encrypted=enc, kms_key=None, tags=None))
     return out
 
 
@@ -386,7 +446,17 @@ def _ali_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
     return out
 
 
+#: The system disk arguments alicloud_ecs_launch_template deprecated in favour of its system_disk block (they are all
+#: alicloud_launch_template had; neither has an encryption setting for them).
+_ALI_FLAT_SYSTEM_DISK = ("system_disk_category", "system_disk_size", "system_disk_name", "system_disk_description")
+
+
 def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    """alicloud_ecs_launch_template, and alicloud_launch_template: the alicloud provider's older name for it,
+    "DEPRECATED: This resource has been deprecated from version `1.120.0`. Please use new resource
+    alicloud_ecs_launch_template" (terraform-provider-alicloud website/docs/r/launch_template.html.markdown; its
+    provider.go maps "alicloud_launch_template" to resourceAliCloudEcsLaunchTemplate(), the same schema;
+    pulumi-alicloud: alicloud.ecs.LaunchTemplate)."""
     itype = maybe_str(p.get("instance_type"))
     imds, imds_note = _imds(p.get("http_tokens"), "alicloud_ecs_launch_template.http_tokens", False)
     bw = maybe_int(p.get("internet_max_bandwidth_out"))
@@ -394,6 +464,8 @@ def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
                                        gpu=gpu_type("alibaba", itype), metadata_tokens_required=imds,
                                        public_ip=None if bw is None else (UNKNOWN if bw is UNKNOWN else bw > 0))]
     system = block(p, "system_disk")
+    if system is None and any(p.get(k) not in (None, "", UNKNOWN) for k in _ALI_FLAT_SYSTEM_DISK):
+        system = {}  # only the deprecated flat arguments (alicloud_launch_template's own): no encryption setting
     disks = blocks(p, "data_disks")
     if disks is UNKNOWN:
         out.append(_unknown_disks(c, "alibaba", "launch-template"))
@@ -401,7 +473,8 @@ def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
     for i, d in enumerate([system, *disks]):
         if not isinstance(d, dict):
             continue
-        enc, why = _enc(d.get("encrypted"), "alicloud_instance.data_disks.encrypted", False)
+        enc, why = _enc(d.get("encrypted"), "alicloud_ecs_launch_template.system_disk.encrypted" if i == 0 else
+                        "alicloud_ecs_launch_template.data_disks.encrypted", False)
         out.append(Volume(**c.base("alibaba", f"{c.name} {'system disk' if i == 0 else f'data disk {i - 1}'}",
                                    encrypted=why), role="launch-template", encrypted=enc,
                           kms_key=maybe_str(d.get("kms_key_id"))))
@@ -584,6 +657,7 @@ def _hw_eip_associate(p: dict[str, Any], c: Ctx) -> list[Resource]:
 NATIVE: Mapping[str, Builder] = {
     "aws_instance": _aws_instance,
     "aws_launch_template": _aws_launch_template,
+    "aws_launch_configuration": _aws_launch_configuration,
     "aws_ebs_volume": _aws_ebs_volume,
     "aws_security_group": _aws_security_group,
     "aws_security_group_rule": _aws_security_group_rule,
@@ -593,6 +667,7 @@ NATIVE: Mapping[str, Builder] = {
     "aws_ec2_capacity_reservation": _aws_capacity_reservation,
     "alicloud_instance": _ali_instance,
     "alicloud_ecs_launch_template": _ali_launch_template,
+    "alicloud_launch_template": _ali_launch_template,
     "alicloud_ecs_disk": _ali_disk,
     "alicloud_disk": _ali_disk,
     "alicloud_security_group_rule": _ali_sg_rule,
@@ -611,6 +686,8 @@ NATIVE: Mapping[str, Builder] = {
 
 _AWS_RULE = ("protocol", "ip_protocol", "from_port", "to_port", "cidr_blocks", "ipv6_cidr_blocks", "cidr_ipv4",
              "cidr_ipv6")
+_ALI_LT = ("instance_type", "http_tokens", "internet_max_bandwidth_out", "system_disk", *_ALI_FLAT_SYSTEM_DISK,
+           "data_disks")
 _HW_PUBLIC = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
 #: The attributes each builder reads (and the Terraform adapter's reference fields): a plan's after_unknown is cut
 #: down to these once per count block, so the overlay of 10,000 instances touches only what the rules can see. A
@@ -623,6 +700,8 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
                      "ebs_block_devices", "network_interfaces"),
     "aws_launch_template": ("instance_type", "metadata_options", "network_interfaces", "tag_specifications",
                             "block_device_mappings", "block_device_mapping"),
+    "aws_launch_configuration": ("instance_type", "metadata_options", "associate_public_ip_address",
+                                 "root_block_device", "ebs_block_device", "ebs_block_devices"),
     "aws_ebs_volume": ("encrypted", "kms_key_id", "tags", "tags_all"),
     "aws_security_group": ("ingress",),
     "aws_security_group_rule": ("type", *_AWS_RULE),
@@ -635,8 +714,8 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "aws_subnet": ("map_public_ip_on_launch",),
     "alicloud_instance": ("instance_type", "internet_max_bandwidth_out", "http_tokens", "tags", "deployment_set_id",
                           "volume_tags", "system_disk_encrypted", "system_disk_kms_key_id", "data_disks"),
-    "alicloud_ecs_launch_template": ("instance_type", "http_tokens", "internet_max_bandwidth_out", "system_disk",
-                                     "data_disks"),
+    "alicloud_ecs_launch_template": _ALI_LT,
+    "alicloud_launch_template": _ALI_LT,
     "alicloud_ecs_disk": ("encrypted", "kms_key_id", "tags"),
     "alicloud_disk": ("encrypted", "kms_key_id", "tags"),
     "alicloud_security_group_rule": ("type", "ip_protocol", "port_range", "cidr_ip", "ipv6_cidr_ip", "policy"),

@@ -17,6 +17,7 @@ from .cases import PULUMI_UNKNOWN, TAGS, run_pack, write_plan
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_LT = "aws:ec2/launchTemplate:LaunchTemplate"
+AWS_LC = "aws:ec2/launchConfiguration:LaunchConfiguration"
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"
 AWS_SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 AWS_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -27,13 +28,15 @@ ALI_INSTANCE = "alicloud:ecs/instance:Instance"
 ALI_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
 ALI_DISK = "alicloud:ecs/ecsDisk:EcsDisk"
 ALI_EIP_ASSOC = "alicloud:ecs/eipAssociation:EipAssociation"
+ALI_OLD_LT = "alicloud:ecs/launchTemplate:LaunchTemplate"
 HW_BMS = "huaweicloud:Bms/instance:Instance"
 HW_ECS = "huaweicloud:Ecs/instance:Instance"
 HW_RULE = "huaweicloud:Vpc/secgroupRule:SecgroupRule"
 HW_EIP_ASSOC = "huaweicloud:Vpc/eipAssociate:EipAssociate"
 HW_EVS = "huaweicloud:Evs/volume:Volume"
 
-TF_TYPES = {AWS_INSTANCE: "aws_instance", AWS_LT: "aws_launch_template", AWS_SG: "aws_security_group",
+TF_TYPES = {AWS_INSTANCE: "aws_instance", AWS_LT: "aws_launch_template", AWS_LC: "aws_launch_configuration",
+            ALI_OLD_LT: "alicloud_launch_template", AWS_SG: "aws_security_group",
             AWS_SG_RULE: "aws_security_group_rule", AWS_INGRESS: "aws_vpc_security_group_ingress_rule",
             AWS_VOLUME: "aws_ebs_volume", AWS_EIP: "aws_eip", AWS_CR: "aws_ec2_capacity_reservation",
             ALI_INSTANCE: "alicloud_instance", ALI_RULE: "alicloud_security_group_rule", ALI_DISK: "alicloud_ecs_disk",
@@ -52,6 +55,9 @@ ALI = {"instanceType": "ecs.ebmgn8v.48xlarge", "imageId": "ubuntu_22_04", "vswit
        "systemDiskKmsKeyId": "key-1", "tags": TAGS, "volumeTags": TAGS, "deploymentSetId": "ds-1"}
 HW_COMPUTE = {"name": "n0", "flavorId": "p2s.16xlarge.8", "imageId": "img", "systemDiskKmsKeyId": "kms-1",
               "tags": TAGS, "network": [{"uuid": "net-1"}], "schedulerHints": {"group": "sg-1"}}
+#: A compliant launch configuration (issue 21: read like a launch template).
+AWS_LC_PROPS = {"imageId": "ami-0123456789abcdef0", "instanceType": "p5.48xlarge", "associatePublicIpAddress": False,
+                "metadataOptions": {"httpTokens": "required"}, "rootBlockDevice": {"encrypted": True}}
 HW_BMS_PROPS = {"name": "n0", "flavorId": "physical.kat2ne.48xlarge.8.ei.pod101", "imageId": "img", "userId": "u",
                 "availabilityZone": "cn-southwest-2a", "vpcId": "vpc-1", "nics": [{"subnetId": "sn-1"}],
                 "tags": TAGS}
@@ -89,6 +95,10 @@ CASES = [
          {"instanceType": "p5.48xlarge", "metadataOptions": {"httpTokens": "required"},
           "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"volumeSize": 500}}]},
          "device /dev/sda1 is not encrypted"),
+    Case("MF-ENC-001", AWS_LC, AWS_LC_PROPS, _with(AWS_LC_PROPS, rootBlockDevice={"volumeSize": 500}),
+         "root device is not encrypted"),
+    Case("MF-ENC-001", ALI_OLD_LT, {"instanceType": "ecs.ebmgn8v.48xlarge", "systemDisk": {"encrypted": True}},
+         {"instanceType": "ecs.ebmgn8v.48xlarge", "systemDiskCategory": "cloud_essd"}, "system disk is not encrypted"),
     Case("MF-ENC-001", AWS_VOLUME, {"availabilityZone": "us-east-1a", "size": 100, "encrypted": True, "tags": TAGS},
          {"availabilityZone": "us-east-1a", "size": 100, "tags": TAGS}, "encrypted defaults to false"),
     Case("MF-ENC-001", ALI_INSTANCE, ALI, _with(ALI, systemDiskEncrypted=None, systemDiskKmsKeyId=None),
@@ -160,6 +170,12 @@ CASES = [
     # ---- instance metadata v2
     Case("MF-NET-005", AWS_INSTANCE, P5, _with(P5, metadataOptions=None), "defaults to optional"),
     Case("MF-NET-005", AWS_INSTANCE, P5, _with(P5, metadataOptions={"httpTokens": "optional"}), "IMDSv1"),
+    Case("MF-NET-005", AWS_INSTANCE, _with(P5, metadataOptions={"httpEndpoint": "disabled"}),
+         _with(P5, metadataOptions={"httpEndpoint": "enabled"}), "defaults to optional"),
+    Case("MF-NET-005", AWS_LC, _with(AWS_LC_PROPS, metadataOptions={"httpEndpoint": "disabled"}),
+         _with(AWS_LC_PROPS, metadataOptions={"httpTokens": "optional"}), "IMDSv1"),
+    Case("MF-NET-001", AWS_LC, AWS_LC_PROPS, _with(AWS_LC_PROPS, associatePublicIpAddress=True),
+         "gets a public address"),
     Case("MF-NET-005", AWS_LT, {"instanceType": "p5.48xlarge", "metadataOptions": {"httpTokens": "required"}},
          {"instanceType": "p5.48xlarge"}, "unset: instances get the default"),
     Case("MF-NET-005", ALI_INSTANCE, ALI, _with(ALI, httpTokens=None), "http_tokens defaults to optional"),
