@@ -2,17 +2,20 @@
 
 - JSON with ``format_version`` and ``resource_changes``/``planned_values``: a Terraform plan;
 - JSON with ``deployment``: ``pulumi stack export``; JSON with ``steps``: ``pulumi preview --json``;
-- YAML with ``provider:``: a metalfleet cluster spec; YAML with ``hosts:`` whose hosts have ``bmc:``: an
+- YAML (or JSON) with ``provider:``: a metalfleet cluster spec; with ``hosts:`` whose hosts have ``bmc:``: an
   IPMI/Redfish pool inventory.
 
 Anything else, or a file that cannot be read, is a :class:`~metalfleet.providers.textfile.BadFileError`
-naming the file (the CLI exits 2 with that one line).
+naming the file (the CLI exits 2 with that one line): a document of a known kind whose shape is not that
+kind's (a preview whose ``steps`` is a string) is refused, never read as empty, and Terraform source (``.tf``
+HCL or ``.tf.json``) is named as such, with the plan to give instead.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +27,8 @@ from metalfleet.providers.textfile import BadFileError, read_text_file
 from ..config import PolicyConfig, Suppression
 from ..model import Location, Resource
 from ..yamlpos import load_with_positions, suppression_comments
-from .common import Assumptions
-from .terraform import PlanError, PlanReader, _ResourceChange, read_plan
+from .common import Assumptions, ShapeError, json_type
+from .terraform import PlanReader, _ResourceChange, read_plan
 
 # The Pulumi, cluster-spec and inventory adapters load with the first input of their kind (a Terraform plan, the
 # benchmark's case, needs none of them).
@@ -116,6 +119,75 @@ def _json_error(path: str, data: bytes | mmap.mmap, exc: Exception) -> BadFileEr
     return BadFileError(f"policy input {path} is not valid JSON: {text}", path=path)
 
 
+#: A top-level block of Terraform's native syntax, at the start of a line: what a ``.tf`` file is made of.
+_HCL_BLOCK = re.compile(r'^[ \t]*(?:(?:resource|data)[ \t]+"[^"\n]*"[ \t]+"[^"\n]*"|(?:module|variable|output|provider)'
+                        r'[ \t]+"[^"\n]*"|terraform|locals)[ \t]*\{', re.MULTILINE)
+#: Top-level keys of Terraform's JSON configuration syntax (``.tf.json``); a cluster spec's ``provider`` is a string.
+_TF_JSON_KEYS = frozenset({"resource", "data", "module", "variable", "output", "locals", "terraform", "provider",
+                           "moved", "import", "check", "removed"})
+_READS = ("policy check reads plans: terraform plan -out=plan.out && terraform show -json plan.out > plan.json, "
+          "then check plan.json")
+
+
+def _hcl_error(path: str, text: str) -> BadFileError | None:
+    """The error for Terraform source in HCL, or None when ``text`` has no top-level Terraform block."""
+    m = _HCL_BLOCK.search(text)
+    if m is None:
+        return None
+    line = text.count("\n", 0, m.start()) + 1
+    return BadFileError(f"policy input {path} is Terraform HCL source (line {line}: {m.group(0).strip()}), not a "
+                        f"plan; {_READS}", path=path, line=line)
+
+
+def _other_json(path: str, data: bytes | mmap.mmap, text_of: Any) -> OpenedInput:
+    """JSON that is neither a plan nor Pulumi's: a cluster spec or pool inventory written as JSON (JSON is YAML), or
+    an error naming what it is (Terraform's JSON configuration syntax) or that it is none of the inputs."""
+    try:
+        doc = msgspec.json.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise _json_error(path, data, exc) from None
+    if isinstance(doc, dict):
+        if doc and set(doc) <= _TF_JSON_KEYS and not isinstance(doc.get("provider", {}), str):
+            raise BadFileError(f"policy input {path} is Terraform configuration in JSON syntax (.tf.json), not a plan; "
+                               f"{_READS}", path=path)
+        if isinstance(doc.get("provider"), str) or "hosts" in doc:
+            return _yaml_input(path, text_of())
+        if "format_version" in doc and "values" in doc:
+            raise BadFileError(f"policy input {path} is Terraform state JSON (terraform show -json of a state), not "
+                               f"a plan; {_READS}", path=path)
+        keys = ", ".join(sorted(str(k) for k in doc)[:6]) or "none"
+        raise BadFileError(f"policy input {path} is JSON but none of the inputs policy check reads (top-level keys: "
+                           f"{keys}); it reads " + ", ".join(KINDS.values()), path=path)
+    raise BadFileError(f"policy input {path} is JSON ({json_type(doc)}) but none of the inputs policy check reads "
+                       "(each is a JSON or YAML object); it reads " + ", ".join(KINDS.values()), path=path)
+
+
+def _yaml_input(path: str, text: str) -> OpenedInput:
+    """A cluster spec or pool inventory (YAML, or JSON as YAML); Terraform HCL source is named as such."""
+    from .inventory import inventory_resources, is_pool_inventory
+
+    try:
+        doc, positions = load_with_positions(text, path, "policy input")
+    except BadFileError:
+        hcl = _hcl_error(path, text)
+        if hcl is not None:
+            raise hcl from None
+        raise
+    if isinstance(doc, dict) and "provider" in doc:
+        return OpenedInput(path, "cluster-spec", _comment_suppressions(text, path),
+                           spec_resources(doc, path, positions))
+    if is_pool_inventory(doc):
+        return OpenedInput(path, "pool-inventory", _comment_suppressions(text, path),
+                           inventory_resources(doc, path, positions))
+    if not isinstance(doc, dict):
+        hcl = _hcl_error(path, text)
+        if hcl is not None:
+            raise hcl
+    shape = "a mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
+    raise BadFileError(f"policy input {path} is YAML ({shape}) but neither a cluster spec (provider:) nor a pool "
+                       "inventory (hosts: with bmc:); policy check reads " + ", ".join(KINDS.values()), path=path)
+
+
 def _comment_suppressions(text: str, path: str) -> list[Suppression]:
     return [Suppression(c.rule, c.reason, c.expires, None, Location(path, c.line, c.column), (c.first, c.last),
                         c.expires_text if c.expires is None else None) for c in suppression_comments(text)]
@@ -186,15 +258,18 @@ def open_input(path: str | Path, config: PolicyConfig | None = None,
                 rcs = [] if fast.resource_changes is msgspec.UNSET else fast.resource_changes
                 reader = PlanReader(rcs, fast.configuration, path, assume, tf_dir)
                 return OpenedInput(path, "terraform-plan", reader.suppressions, plan=reader)
-        except PlanError as exc:
+        except ShapeError as exc:
             raise BadFileError(f"policy input {path}: {exc}", path=path) from None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise _json_error(path, data, exc) from None
         fast = None  # not a plan, or not one the fast way reads: the general way below
         try:
             top = msgspec.json.decode(data, type=_Top)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except msgspec.ValidationError:  # valid JSON, but not an object
+            return _other_json(path, data, lambda: read_text_file(path, "policy input"))
+        except msgspec.DecodeError as exc:
             raise _json_error(path, data, exc) from None
+        where = ""
         try:
             if top.format_version and (top.resource_changes or top.planned_values):
                 reader = read_plan(data, path, assume, tf_dir)
@@ -203,29 +278,19 @@ def open_input(path: str | Path, config: PolicyConfig | None = None,
                 from .pulumi import resources_from_export
 
                 doc = msgspec.json.decode(data)
+                where = "not a pulumi stack export this tool can read"
                 return OpenedInput(path, "pulumi-export", [], resources_from_export(doc, path, assume))
             if top.steps:
                 from .pulumi import resources_from_preview
 
                 doc = msgspec.json.decode(data)
+                where = "not a pulumi preview --json document this tool can read"
                 return OpenedInput(path, "pulumi-preview", [], resources_from_preview(doc, path, assume))
-        except PlanError as exc:
-            raise BadFileError(f"policy input {path}: {exc}", path=path) from None
+        except ShapeError as exc:
+            raise BadFileError(f"policy input {path}: {where}: {exc}" if where else f"policy input {path}: {exc}",
+                               path=path) from None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise _json_error(path, data, exc) from None
-        raise BadFileError(f"policy input {path} is JSON but none of: {', '.join(list(KINDS.values())[:3])}",
-                           path=path)
-    from .inventory import inventory_resources, is_pool_inventory
-
-    text = read_text_file(path, "policy input")
-    doc, positions = load_with_positions(text, path, "policy input")
-    if isinstance(doc, dict) and "provider" in doc:
-        return OpenedInput(path, "cluster-spec", _comment_suppressions(text, path),
-                           spec_resources(doc, path, positions))
-    if is_pool_inventory(doc):
-        return OpenedInput(path, "pool-inventory", _comment_suppressions(text, path),
-                           inventory_resources(doc, path, positions))
-    shape = "a mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
-    raise BadFileError(f"policy input {path} is YAML ({shape}) but neither a cluster spec (provider:) nor a pool "
-                       "inventory (hosts: with bmc:); policy check reads " + ", ".join(KINDS.values()), path=path)
+        return _other_json(path, data, lambda: read_text_file(path, "policy input"))
+    return _yaml_input(path, read_text_file(path, "policy input"))
 

@@ -9,8 +9,30 @@ from typing import Any
 
 from ..model import UNKNOWN, Maybe, Unknown
 
-__all__ = ["Assumptions", "block", "blocks", "gpu_type", "maybe_bool", "maybe_int", "maybe_str", "snake_keys",
-           "tags_of"]
+__all__ = ["Assumptions", "ShapeError", "block", "blocks", "gpu_type", "json_type", "maybe_bool", "maybe_int",
+           "maybe_str", "snake_keys", "tags_of"]
+
+
+class ShapeError(ValueError):
+    """The document is JSON of a kind told apart, but its shape is not that kind's (``steps`` a string): the input
+    is unreadable (the CLI exits 2 with this one line), never read as empty."""
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type, for one-line messages ("a string", "an array")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 @dataclass

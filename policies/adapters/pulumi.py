@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model import UNKNOWN, Location, Resource
-from .common import Assumptions, snake_keys
+from .common import Assumptions, ShapeError, json_type, snake_keys
 from .metalfleet import cluster_resources, network_resources, node_resources
 from .native import ACCOUNT_SETTINGS, PULUMI_TYPES, account_settings, native_resources
 
@@ -129,15 +129,50 @@ def _from_states(states: Iterable[Mapping[str, Any]], file: str, assume: Assumpt
     return out
 
 
+def _state(value: Any, where: str) -> Mapping[str, Any]:
+    """One resource state (a step's ``newState``, an export's resource), checked for the fields read: ``type`` a
+    string, ``urn`` a string if present, ``inputs`` an object if present (apitype.ResourceV3)."""
+    if not isinstance(value, dict):
+        raise ShapeError(f"{where} is {json_type(value)}, not a resource object")
+    if not isinstance(value.get("type"), str):
+        raise ShapeError(f"{where}.type is {json_type(value.get('type'))}, not a resource type name")
+    for key, want in (("urn", str), ("inputs", dict)):
+        v = value.get(key)
+        if v is not None and not isinstance(v, want):
+            raise ShapeError(f"{where}.{key} is {json_type(v)}, not {'a string' if want is str else 'an object'}")
+    return value
+
+
+def _array(value: Any, where: str, what: str) -> list[Any]:
+    """A list the document must hold; anything else (null included: Pulumi leaves an empty list out, it never
+    writes null) is a malformed document."""
+    if not isinstance(value, list):
+        raise ShapeError(f"{where} is {json_type(value)}, not an array of {what}")
+    return value
+
+
 def resources_from_preview(doc: Mapping[str, Any], file: str, assume: Assumptions) -> list[Resource]:
-    """``pulumi preview --json``: every step's new state (what the stack will hold), deletes left out."""
-    states = [s.get("newState") for s in doc.get("steps") or [] if isinstance(s, dict) and s.get("op") != "delete"]
-    return _from_states([s for s in states if isinstance(s, dict)], file, assume)
+    """``pulumi preview --json``: every step's new state (what the stack will hold), deletes left out. A document
+    whose steps are not an array of step objects is refused (:class:`.common.ShapeError`), never read as empty."""
+    states: list[Mapping[str, Any]] = []
+    for i, step in enumerate(_array(doc.get("steps"), "steps", "steps")):
+        if not isinstance(step, dict):
+            raise ShapeError(f"steps[{i}] is {json_type(step)}, not a step object")
+        op = step.get("op")
+        if op is not None and not isinstance(op, str):
+            raise ShapeError(f"steps[{i}].op is {json_type(op)}, not a string")
+        if op == "delete" or step.get("newState") is None:  # a delete (or a read of nothing) leaves no new state
+            continue
+        states.append(_state(step["newState"], f"steps[{i}].newState"))
+    return _from_states(states, file, assume)
 
 
 def resources_from_export(doc: Mapping[str, Any], file: str, assume: Assumptions) -> list[Resource]:
-    """``pulumi stack export``: the resources in the deployment's state."""
-    raw = doc.get("deployment")
-    deployment: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    resources = [r for r in deployment.get("resources") or [] if isinstance(r, dict) and not r.get("delete")]
-    return _from_states(resources, file, assume)
+    """``pulumi stack export``: the resources in the deployment's state (an empty stack's deployment has none). A
+    deployment that is not an object, or resources that are not an array of resource objects, is refused."""
+    deployment = doc.get("deployment")
+    if not isinstance(deployment, dict):
+        raise ShapeError(f"deployment is {json_type(deployment)}, not an object")
+    raw = _array(deployment.get("resources", []), "deployment.resources", "resources")  # an empty stack: absent
+    resources = [_state(r, f"deployment.resources[{i}]") for i, r in enumerate(raw)]
+    return _from_states([r for r in resources if not r.get("delete")], file, assume)

@@ -3,9 +3,10 @@
 Read from ``resource_changes``: each change's ``after`` with ``after_unknown`` laid over it (a value known only
 after apply is UNKNOWN), deletions left out. The ``configuration`` section gives references between
 resources that the plan cannot resolve yet (an EIP bound to ``aws_instance.gpu``, an instance in
-``aws_subnet.private``) and ``count`` groups. A plan has no line numbers; when the configuration's .tf files lie
-beside the plan (or in the folder ``--tf-dir`` names), each resource is located at its ``resource`` block, and
-``# metalfleet:suppress`` comments in a block apply to it.
+``aws_subnet.private``, a rule resource of ``aws_security_group.gpu``) and ``count`` groups: a value unknown only
+because it is computed from another resource of the plan is resolved from it (``PlanReader._resolved``). A plan
+has no line numbers; when the configuration's .tf files lie beside the plan (or in the folder ``--tf-dir`` names),
+each resource is located at its ``resource`` block, and ``# metalfleet:suppress`` comments in a block apply to it.
 
 The plan is decoded with msgspec against a schema that names only what is read (``planned_values`` and
 ``prior_state`` are skipped, each change's ``after`` kept as raw bytes), then one change at a time is decoded,
@@ -27,13 +28,13 @@ import msgspec
 from ..config import Suppression
 from ..model import UNKNOWN, Location, Maybe, Resource
 from ..yamlpos import suppression_comments
-from .common import Assumptions, maybe_bool
+from .common import Assumptions, ShapeError, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
 __all__ = ["PlanError", "PlanReader", "read_plan"]
 
 
-class PlanError(ValueError):
+class PlanError(ShapeError):
     """The document is JSON but not a Terraform plan this adapter can read."""
 
 
@@ -113,7 +114,14 @@ def _refs(expr: Any) -> list[str]:
 
 
 def _walk_config(module: Mapping[str, Any], prefix: str, folder: str | None,
-                 out: dict[str, _ConfigResource]) -> None:
+                 out: dict[str, _ConfigResource], aliases: dict[str, list[str]] | None = None) -> None:
+    """The managed resources of ``module`` (and its calls) into ``out``; into ``aliases``, what a reference to a
+    module's output (``module.sg.id``) or, inside a module, to one of its inputs (``module.sg.var.vpc``) stands
+    for: the references of the output's or the call argument's expression, qualified."""
+    aliases = {} if aliases is None else aliases
+    for name, output in (module.get("outputs") or {}).items():
+        if isinstance(output, dict) and prefix:
+            aliases[f"{prefix}{name}"] = [f"{prefix}{x}" for x in _refs(output.get("expression"))]
     for r in module.get("resources") or []:
         if not isinstance(r, dict) or r.get("mode", "managed") != "managed":
             continue
@@ -129,7 +137,11 @@ def _walk_config(module: Mapping[str, Any], prefix: str, folder: str | None,
         sub = None
         if source.startswith(("./", "../")) and folder is not None:
             sub = str(Path(folder) / source)
-        _walk_config(call.get("module") or {}, f"{prefix}module.{name}.", sub, out)
+        inner = f"{prefix}module.{name}."
+        args = call.get("expressions")
+        for arg, expr in (args.items() if isinstance(args, dict) else ()):
+            aliases[f"{inner}var.{arg}"] = [f"{prefix}{x}" for x in _refs(expr)]
+        _walk_config(call.get("module") or {}, inner, sub, out, aliases)
 
 
 _INDEX = re.compile(r"\[[^\]]*\]")
@@ -150,6 +162,72 @@ def _target(refs: list[str]) -> str | None:
     return None
 
 
+#: Names that start a reference to something other than a managed resource.
+_NOT_RESOURCE = frozenset({"var", "local", "data", "each", "count", "path", "terraform", "self"})
+
+
+def _resources_of(refs: list[str], aliases: Mapping[str, list[str]], depth: int = 0) -> set[str] | None:
+    """The configuration addresses of the managed resources ``refs`` (one expression's references) come from,
+    following module outputs and inputs; None when any reference leads elsewhere (a variable, a local, a data
+    source, ``count.index``), so the expression's value cannot be shown to come from resources only."""
+    found: set[str] = set()
+    for raw in refs:
+        ref = _INDEX.sub("", raw)
+        parts = ref.split(".")
+        i = 0
+        while i + 1 < len(parts) and parts[i] == "module":
+            i += 2
+        if i >= len(parts):  # a whole module (module.sg): stands beside its outputs in the list
+            continue
+        prefix = ".".join(parts[:i])
+        head = f"{prefix}." if prefix else ""
+        key = None
+        if parts[i] == "var":
+            key = f"{head}var.{parts[i + 1]}" if i + 1 < len(parts) else ""
+        elif prefix and f"{head}{parts[i]}" in aliases:  # a module's output
+            key = f"{head}{parts[i]}"
+        if key is not None:
+            if key not in aliases or depth >= 8:
+                return None
+            sub = _resources_of(aliases[key], aliases, depth + 1)
+            if sub is None:
+                return None
+            found |= sub
+            continue
+        if parts[i] in _NOT_RESOURCE or i + 1 >= len(parts):
+            return None
+        found.add(f"{head}{parts[i]}.{parts[i + 1]}")
+    return found
+
+
+#: Rule resources that attach to a group by ``security_group_id``, and the group types they attach to:
+#: aws_security_group_rule / aws_vpc_security_group_{ingress,egress}_rule ("security_group_id - (Required) The ID of
+#: the security group", registry.terraform.io/providers/hashicorp/aws/latest/docs/resources/
+#: vpc_security_group_ingress_rule), alicloud_security_group_rule ("security_group_id - (Required, ForceNew) The ID
+#: of the Security Group", help.aliyun.com/zh/terraform/alicloud-security-group-rule),
+#: huaweicloud_networking_secgroup_rule (security_group_id, Required: huaweicloud/services/vpc/
+#: resource_huaweicloud_networking_secgroup_rule.go).
+_RULE_RESOURCES = frozenset({"aws_security_group_rule", "aws_vpc_security_group_ingress_rule",
+                             "aws_vpc_security_group_egress_rule", "alicloud_security_group_rule",
+                             "huaweicloud_networking_secgroup_rule"})
+_GROUPS = frozenset({"aws_security_group", "alicloud_security_group", "huaweicloud_networking_secgroup"})
+#: huaweicloud_networking_secgroup_rule's attributes that are Optional and Computed in the provider's schema
+#: (resource_huaweicloud_networking_secgroup_rule.go: remote_group_id, remote_address_group_id, remote_ip_prefix,
+#: ports, port_range_min/max, protocol, action: "Optional: true, ForceNew: true, Computed: true"): one the
+#: configuration does not set is unknown in the plan, yet the rule is made without it, so it is read as absent (the
+#: builder's documented default). The remote group ones, set to a resource of the plan, are that resource's ID:
+#: "remote_group_id ... Specifies the peer ID of the belonged security group. This parameter value is mutually
+#: exclusive with remote_ip_prefix and remote_address_group_id." (support.huaweicloud.com/intl/en-us/api-vpc/
+#: vpc_sg02_0008xx.html).
+_HW_RULE_COMPUTED = ("remote_ip_prefix", "remote_group_id", "remote_address_group_id", "ports", "port_range_min",
+                     "port_range_max", "protocol", "action")
+_HW_RULE_REMOTES = {"remote_group_id": "huaweicloud_networking_secgroup",
+                    "remote_address_group_id": "huaweicloud_vpc_address_group"}
+
+
+_RESOLVED = frozenset({"aws_security_group", "huaweicloud_networking_secgroup_rule"})
+
+
 # ------------------------------------------------------------------------------------------ .tf locations
 
 
@@ -161,6 +239,12 @@ class _Block:
     file: str
     line: int
     end: int
+    #: the ``dynamic "name"`` blocks inside (their content is unknown to the plan's configuration section, which
+    #: leaves dynamic blocks out)
+    dynamic: frozenset[str] = frozenset()
+
+
+_DYNAMIC = re.compile(r'^\s*dynamic\s+"([^"]+)"\s*\{')
 
 
 def _tf_blocks(folder: Path) -> tuple[dict[str, _Block], list[tuple[str, Suppression]]]:
@@ -190,7 +274,8 @@ def _tf_blocks(folder: Path) -> tuple[dict[str, _Block], list[tuple[str, Suppres
                     end = j + 1
                     break
             key = f"{m.group(1)}.{m.group(2)}"
-            blocks.setdefault(key, _Block(str(f), i + 1, end))
+            dynamic = frozenset(d.group(1) for x in lines[i + 1:end] if (d := _DYNAMIC.match(x)))
+            blocks.setdefault(key, _Block(str(f), i + 1, end, dynamic))
             starts.append((key, i + 1, end))
         for c in suppression_comments(text, hcl=True):
             owner = next((k for k, a, b in starts if a <= c.line <= b or a == c.first), None)
@@ -272,9 +357,10 @@ class PlanReader:
                  assume: Assumptions, tf_dir: str | Path | None = None) -> None:
         self.file, self.assume = file, assume
         self.config: dict[str, _ConfigResource] = {}
+        self.aliases: dict[str, list[str]] = {}
         root_dir = Path(tf_dir) if tf_dir is not None else Path(file).resolve().parent
         if isinstance(configuration, dict):
-            _walk_config(configuration.get("root_module") or {}, "", ".", self.config)
+            _walk_config(configuration.get("root_module") or {}, "", ".", self.config, self.aliases)
         wanted = [rc for rc in resource_changes
                   if rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]
                   and (rc.type in NATIVE or rc.type in ACCOUNT_SETTINGS or rc.type == "aws_subnet")]
@@ -305,6 +391,49 @@ class PlanReader:
             self.counts[base] = self.counts.get(base, 0) + 1
         #: per configuration block: the resources its reference attributes point at, and its subnet's setting
         self.links: dict[str, tuple[list[tuple[str, str]], Maybe[bool] | None]] = {}
+        #: groups (configuration addresses) that rule resources of this plan attach to
+        self.ruled: set[str] = set()
+        for rc in resource_changes:
+            if rc.type in _RULE_RESOURCES and rc.mode == "managed" and rc.change is not None \
+                    and rc.change.actions != ["delete"] and (cfg := self.config.get(_base(rc.address))) is not None:
+                targets = _resources_of(cfg.references.get("security_group_id", []), self.aliases) or set()
+                self.ruled.update(t for t in targets if t.rsplit(".", 2)[-2] in _GROUPS)
+        #: per configuration block of a group / rule: what its unknown attributes resolve to (see _resolved)
+        self.resolved: dict[str, dict[str, Any]] = {}
+
+    def _resolved(self, rc: _ResourceChange, base: str) -> dict[str, Any]:
+        """Attributes of a group or rule that the plan leaves unknown but its other resources settle:
+
+        - an ``aws_security_group`` whose configuration sets no ``ingress`` (nor a ``dynamic "ingress"`` block in
+          the .tf source, when it is at hand) has no inline rules: its computed ``ingress`` is unknown only because
+          its rules are rule resources, each judged on its own. The provider forbids mixing the two: "You should
+          not use the aws_security_group resource with in-line rules ... in conjunction with the
+          aws_vpc_security_group_egress_rule and aws_vpc_security_group_ingress_rule resources or the
+          aws_security_group_rule resource" (registry.terraform.io/providers/hashicorp/aws/latest/docs/resources/
+          security_group). The plan's configuration section leaves dynamic blocks out, so without the .tf source
+          this holds only for a group that rule resources of the plan attach to; any other stays unknown;
+        - a ``huaweicloud_networking_secgroup_rule``'s Optional+Computed attributes (:data:`_HW_RULE_COMPUTED`).
+        """
+        found = self.resolved.get(base)
+        if found is not None:
+            return found
+        found = {}
+        cfg = self.config.get(base)
+        if cfg is not None and rc.type == "aws_security_group" and "ingress" not in cfg.references:
+            block = self.blocks.get(base)
+            if (base in self.ruled and block is None) or (block is not None and "ingress" not in block.dynamic):
+                found["ingress"] = []
+        elif cfg is not None and rc.type == "huaweicloud_networking_secgroup_rule":
+            for attr in _HW_RULE_COMPUTED:
+                if attr not in cfg.references:
+                    found[attr] = None
+                elif attr in _HW_RULE_REMOTES:
+                    targets = _resources_of(cfg.references[attr], self.aliases)
+                    if targets and len(targets) == 1 and all(t.rsplit(".", 2)[-2] == _HW_RULE_REMOTES[attr]
+                                                             for t in targets):
+                        found[attr] = next(iter(targets))
+        self.resolved[base] = found
+        return found
 
     def views(self, part: tuple[int, int] = (0, 1)) -> list[Resource]:
         """The views of the i-th of n equal runs of the plan's resources (``part`` (i, n); all by default)."""
@@ -314,6 +443,13 @@ class PlanReader:
         out: list[Resource] = []
         for rc, base in zip(self.changes[lo:hi], self.bases[lo:hi], strict=True):  # one at a time: only views stay
             props = _props(rc, self.unknowns)
+            if rc.type in _RESOLVED:
+                for attr, value in self._resolved(rc, base).items():
+                    if props.get(attr) is UNKNOWN:
+                        if value is None:
+                            props.pop(attr)
+                        else:
+                            props[attr] = value
             b = blocks.get(base)
             loc = Location(b.file if b else file, b.line if b else None, 1 if b else None, rc.address)
             subnet: Maybe[bool] | None = None
