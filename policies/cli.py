@@ -1,7 +1,8 @@
 """``metalfleet policy check``: the rule set over files, for a pull request check.
 
-Exit codes: 0 no mandatory violation, 1 mandatory violations, 2 an input or the config cannot be read (one
-line naming the file). Also the policy summary ``metalfleet validate`` and ``up/preview`` print for their spec.
+Exit codes: 0 no mandatory violation, 1 mandatory violations (with ``--baseline``: new ones only), 2 an input,
+the config or the baseline cannot be read (one line naming the file).
+Also the policy summary ``metalfleet validate`` and ``up/preview`` print for their spec.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .adapters import LoadedInput, load_input
+from .baseline import compare, read_baseline, write_baseline
 from .config import PolicyConfig, load_config
 from .engine import InputSummary, Report, evaluate
 from .report import FORMATS, render, summary
@@ -63,6 +65,9 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         why = "no such folder" if not Path(args.tf_dir).exists() else "not a folder"
         raise InvalidSpecError(f"--tf-dir {args.tf_dir}: {why} (the Terraform configuration's folder)",
                                field="tf-dir", value=args.tf_dir)
+    if args.write_baseline is not None:
+        check_output_path(args.write_baseline, "--write-baseline file")
+    entries = read_baseline(args.baseline) if args.baseline is not None else None  # before any work, as --output
     config = load_config(args.config) if args.config else PolicyConfig()
     jobs = args.jobs
     if jobs is None:
@@ -70,13 +75,19 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
 
         jobs = auto_jobs(args.paths)
     report = check_paths(args.paths, config, tf_dir=args.tf_dir, jobs=jobs)
-    out = render(report, args.format)
+    cmp = compare(report, entries, args.baseline) if entries is not None else None
+    out = render(report, args.format, baseline=cmp)
     if args.output:
         write_text_file(args.output, out, "--output file")
-        print(summary(report), file=sys.stderr)
+        print(summary(report, cmp), file=sys.stderr)
     else:
         sys.stdout.write(out)
-    return report.exit_code
+    if args.write_baseline is not None:
+        n = write_baseline(args.write_baseline, report)
+        print(f"wrote {n} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
+        if cmp is None:
+            return 0  # recording the findings accepts them; with --baseline too, the comparison decides
+    return cmp.exit_code if cmp is not None else report.exit_code
 
 
 def add_cli_commands(sub: Any) -> None:
@@ -96,6 +107,12 @@ def add_cli_commands(sub: Any) -> None:
     c.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                    help="processes to divide one large input among (default: one per 8 MiB of input, at most the "
                         "CPUs available; 1: one process)")
+    c.add_argument("--baseline", metavar="FILE",
+                   help="accepted findings (from --write-baseline): they are listed but do not fail; only new "
+                        "mandatory findings exit 1, and entries no longer found are reported fixed")
+    c.add_argument("--write-baseline", metavar="FILE",
+                   help="record the current findings (not the suppressed ones) as the accepted baseline; exit 0 "
+                        "unless --baseline is given too")
     c.set_defaults(func=cmd_policy_check)
 
 

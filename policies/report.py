@@ -1,7 +1,8 @@
 """Reports of one policy run: text, Markdown (a PR comment), SARIF 2.1.0, JUnit XML, JSON and GitHub annotations.
 
 Every format shows the suppressions (applied, unused, expired, invalid) beside the findings: a suppressed
-finding is never silently dropped.
+finding is never silently dropped. Against a baseline (:mod:`.baseline`) every format also tells new findings
+from accepted ones, and only new mandatory findings fail.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring_ascii as _json_str
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .engine import Finding, Report
 from .rules import FRAMEWORKS, SEVERITY_SCORE, Rule
+
+if TYPE_CHECKING:
+    from .baseline import Comparison, Entry
 
 __all__ = ["FORMATS", "MARKER", "render", "summary"]
 
@@ -54,29 +58,40 @@ def _where(f: Finding) -> str:
     return path or (loc.address or "")
 
 
-def summary(report: Report) -> str:
+def summary(report: Report, baseline: Comparison | None = None) -> str:
     """One line: PASS/FAIL with the counts."""
-    return _summary(report)
+    return _summary(report, baseline)
 
 
-def _summary(report: Report) -> str:
+def _summary(report: Report, cmp: Comparison | None = None) -> str:
     blocking = len(report.blocking)
     advisory = sum(1 for f in report.findings if f.level != "mandatory")
+    of = f"— {report.resources} resources from {len(report.inputs)} input(s), {len(report.rules)} rules"
+    if cmp is not None:
+        status = "FAIL" if cmp.new_blocking else "PASS"
+        c = cmp.counts
+        return (f"{status}: {cmp.new_blocking} new mandatory violation(s) ({c['new']} new, {c['accepted']} accepted "
+                f"by the baseline, {c['fixed']} fixed; {blocking} mandatory, {advisory} advisory in all), "
+                f"{len(report.suppressed)} suppressed {of}")
     status = "FAIL" if blocking else "PASS"
-    return (f"{status}: {blocking} mandatory violation(s), {advisory} advisory, {len(report.suppressed)} suppressed "
-            f"— {report.resources} resources from {len(report.inputs)} input(s), {len(report.rules)} rules")
+    return f"{status}: {blocking} mandatory violation(s), {advisory} advisory, {len(report.suppressed)} suppressed {of}"
+
+
+def _fixed_line(e: Entry) -> str:
+    return f"{e.rule} {e.resource}: {e.message}" if e.message else f"{e.rule} {e.resource}"
 
 
 # ------------------------------------------------------------------------------------------ text
 
 
-def render_text(report: Report) -> str:
+def render_text(report: Report, baseline: Comparison | None = None) -> str:
     inputs = ", ".join(f"{i.path} ({i.kind}, {i.resources} resources)" for i in report.inputs)
     lines = [f"metalfleet policy check — {inputs or 'no inputs'}"]
     for f in report.findings:
         tag = "MANDATORY" if f.level == "mandatory" else "advisory "
         unknown = " [unknown]" if f.unknown else ""
-        lines.append(f"{tag} {f.rule.id} [{f.rule.severity}]{unknown} {_where(f)}: {f.message}")
+        state = f" ({baseline.state(f)})" if baseline is not None else ""
+        lines.append(f"{tag}{state} {f.rule.id} [{f.rule.severity}]{unknown} {_where(f)}: {f.message}")
     for f in report.suppressed:
         s = f.suppressed_by
         lines.append(f"suppressed {f.rule.id} {_where(f)}: {f.message} — {s.reason if s else ''}")
@@ -86,7 +101,10 @@ def render_text(report: Report) -> str:
             origin = st.suppression.origin.describe()
             lines.append(f"  {st.status:<8} {st.suppression.describe()} [{origin}]"
                          + (f" ({st.count} finding(s))" if st.count else ""))
-    lines.append(_summary(report))
+    if baseline is not None and baseline.fixed:
+        lines.append(f"fixed (in the baseline {baseline.path}, no longer found):")
+        lines += [f"  {_fixed_line(e)}" for e in baseline.fixed]
+    lines.append(_summary(report, baseline))
     return "\n".join(lines) + "\n"
 
 
@@ -97,17 +115,44 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
 
-def render_markdown(report: Report) -> str:
-    blocking = report.blocking
-    icon = "❌" if blocking else "✅"
-    out = [MARKER, f"## {icon} metalfleet policy check", "", _summary(report), ""]
-    if report.findings:
-        out += ["| | Rule | Severity | Resource | Where | Finding |", "|---|---|---|---|---|---|"]
-        for f in report.findings:
-            mark = "🔴 mandatory" if f.level == "mandatory" else "🟡 advisory"
-            out.append(f"| {mark} | `{f.rule.id}` {_md(f.rule.title)} | {f.rule.severity} | `{_md(f.resource_name)}` | "
-                       f"`{_md(_where(f))}` | {_md(f.message)}{' (unknown)' if f.unknown else ''} |")
-        out.append("")
+_MD_HEAD = ["| | Rule | Severity | Resource | Where | Finding |", "|---|---|---|---|---|---|"]
+
+
+def _md_rows(findings: list[Finding]) -> list[str]:
+    out = []
+    for f in findings:
+        mark = "🔴 mandatory" if f.level == "mandatory" else "🟡 advisory"
+        out.append(f"| {mark} | `{f.rule.id}` {_md(f.rule.title)} | {f.rule.severity} | `{_md(f.resource_name)}` | "
+                   f"`{_md(_where(f))}` | {_md(f.message)}{' (unknown)' if f.unknown else ''} |")
+    return out
+
+
+def _md_baseline(report: Report, cmp: Comparison) -> list[str]:
+    """The sections a pull request reads: what it adds (new), what it removes (fixed), what was accepted."""
+    new = [f for f in report.findings if cmp.is_new(f)]
+    accepted = [f for f in report.findings if not cmp.is_new(f)]
+    out = [f"### New ({len(new)})", ""]
+    out += [*_MD_HEAD, *_md_rows(new), ""] if new else ["No new findings.", ""]
+    out += [f"### Fixed ({len(cmp.fixed)})", ""]
+    if cmp.fixed:
+        out += ["| Rule | Resource | Finding (as recorded) |", "|---|---|---|"]
+        out += [f"| `{e.rule}` | `{_md(e.resource)}` | {_md(e.message)} |" for e in cmp.fixed]
+        out += ["", f"Remove them from the baseline: `--write-baseline {_md(cmp.path)}`.", ""]
+    else:
+        out += ["No baseline finding was fixed.", ""]
+    out += [f"<details><summary>Accepted by the baseline ({len(accepted)})</summary>", ""]
+    out += [*_MD_HEAD, *_md_rows(accepted)] if accepted else ["None."]
+    return [*out, "", "</details>", ""]
+
+
+def render_markdown(report: Report, baseline: Comparison | None = None) -> str:
+    failing = baseline.new_blocking if baseline is not None else len(report.blocking)
+    icon = "❌" if failing else "✅"
+    out = [MARKER, f"## {icon} metalfleet policy check", "", _summary(report, baseline), ""]
+    if baseline is not None:
+        out += _md_baseline(report, baseline)
+    elif report.findings:
+        out += [*_MD_HEAD, *_md_rows(report.findings), ""]
     else:
         out += ["No findings.", ""]
     if report.suppressions:
@@ -119,7 +164,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"| {st.status} ({st.count}) | `{s.rule}` | {_md(scope)} | {_md(s.reason or '**no reason**')} | "
                        f"{s.expires.isoformat() if s.expires else '-'} | `{_md(s.origin.describe())}` |")
         out += ["", "</details>", ""]
-    fixes = {f.rule.id: f.rule for f in report.findings}
+    fixes = {f.rule.id: f.rule for f in report.findings if baseline is None or baseline.is_new(f)}
     if fixes:
         out += ["<details><summary>How to fix</summary>", ""]
         for r in fixes.values():
@@ -175,7 +220,7 @@ def _fingerprint(f: Finding) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def _sarif_result(f: Finding, index: Mapping[str, int]) -> dict[str, Any]:
+def _sarif_result(f: Finding, index: Mapping[str, int], cmp: Comparison | None = None) -> dict[str, Any]:
     res: dict[str, Any] = {"ruleId": f.rule.id, "ruleIndex": index.get(f.rule.id, 0), "level": _level(f),
                            "message": {"text": f.message},
                            "partialFingerprints": {"metalfleetFinding/v1": _fingerprint(f)},
@@ -192,10 +237,30 @@ def _sarif_result(f: Finding, index: Mapping[str, int]) -> dict[str, Any]:
                                 "justification": s.reason or "",
                                 "location": {"physicalLocation": {"artifactLocation": {
                                     "uri": (_rel(s.origin.file) or "policy-config").replace(os.sep, "/")}}}}]
+    if cmp is not None:
+        from .baseline import fingerprint
+
+        # SARIF 2.1.0 §3.27.24: "new" (not in the baseline), "unchanged" (in it); "absent" is written for fixed.
+        res["baselineState"] = "new" if cmp.is_new(f) else "unchanged"
+        res["partialFingerprints"]["metalfleetBaseline/v1"] = fingerprint(f)
+        if f.level == "mandatory" and not cmp.is_new(f):
+            res["level"] = "warning"  # accepted: listed, not failing
     return res
 
 
-def render_sarif(report: Report) -> str:
+def _sarif_absent(e: Entry, index: Mapping[str, int]) -> dict[str, Any]:
+    """A baseline entry no longer found: a result with baselineState "absent" (level none: nothing to fix)."""
+    res: dict[str, Any] = {"ruleId": e.rule, "level": "none", "message": {"text": e.message or f"{e.rule} fixed"},
+                           "baselineState": "absent", "partialFingerprints": {"metalfleetBaseline/v1": e.fingerprint},
+                           "properties": {"resource": e.resource, "resourceType": e.resource_type}}
+    if e.rule in index:
+        res["ruleIndex"] = index[e.rule]
+    if e.resource:
+        res["locations"] = [{"logicalLocations": [{"fullyQualifiedName": e.resource, "kind": "resource"}]}]
+    return res
+
+
+def render_sarif(report: Report, baseline: Comparison | None = None) -> str:
     """SARIF 2.1.0. Results are serialised one by one (json's C encoder, no indentation), so a report with tens
     of thousands of findings is never held as one large object tree."""
     index = {r.id: i for i, r in enumerate(report.rules)}
@@ -216,15 +281,18 @@ def render_sarif(report: Report) -> str:
         }],
     }
     head, tail = json.dumps(doc, separators=(",", ":")).split('"@RESULTS@"')
-    results = ",\n".join(json.dumps(_sarif_result(f, index), separators=(",", ":"))
-                          for f in [*report.findings, *report.suppressed])
+    items = [json.dumps(_sarif_result(f, index, baseline), separators=(",", ":"))
+             for f in [*report.findings, *report.suppressed]]
+    if baseline is not None:
+        items += [json.dumps(_sarif_absent(e, index), separators=(",", ":")) for e in baseline.fixed]
+    results = ",\n".join(items)
     return f"{head}[\n{results}\n]{tail}\n"
 
 
 # ------------------------------------------------------------------------------------------ JUnit
 
 
-def render_junit(report: Report) -> str:
+def render_junit(report: Report, baseline: Comparison | None = None) -> str:
     from xml.etree import ElementTree as ET
 
     suites = ET.Element("testsuites", name="metalfleet policy check")
@@ -242,6 +310,9 @@ def render_junit(report: Report) -> str:
             case = ET.SubElement(suite, "testcase", classname=r.id, name=f"{f.resource_name} ({_where(f)})")
             if f.suppressed_by is not None:
                 ET.SubElement(case, "skipped", message=f"suppressed: {f.suppressed_by.reason or ''}")
+                n_skip += 1
+            elif baseline is not None and not baseline.is_new(f):
+                ET.SubElement(case, "skipped", message=f"accepted by the baseline {baseline.path}: {f.message}")
                 n_skip += 1
             elif f.level == "mandatory":
                 fail = ET.SubElement(case, "failure", message=f.message, type=r.severity)
@@ -276,13 +347,17 @@ def _finding_json(f: Finding) -> dict[str, Any]:
             "suppressed_by": f.suppressed_by.describe() if f.suppressed_by else None}
 
 
-def _json_head(report: Report) -> dict[str, Any]:
+def _json_head(report: Report, cmp: Comparison | None = None) -> dict[str, Any]:
     """The JSON report without its findings."""
     blocking = report.blocking
+    advisory = sum(f.level != "mandatory" for f in report.findings)
+    summary: dict[str, Any] = {"mandatory": len(blocking), "advisory": advisory, "suppressed": len(report.suppressed),
+                               "resources": report.resources}
+    if cmp is not None:
+        summary["baseline"] = {"file": cmp.path, "new_mandatory": cmp.new_blocking, **cmp.counts}
     return {
-        "result": "fail" if blocking else "pass",
-        "summary": {"mandatory": len(blocking), "advisory": sum(f.level != "mandatory" for f in report.findings),
-                    "suppressed": len(report.suppressed), "resources": report.resources},
+        "result": "fail" if (cmp.new_blocking if cmp is not None else blocking) else "pass",
+        "summary": summary,
         "inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources} for i in report.inputs],
         "suppressions": [{"rule": st.suppression.rule, "resource": st.suppression.resource,
                           "reason": st.suppression.reason, "status": st.status, "count": st.count,
@@ -291,11 +366,16 @@ def _json_head(report: Report) -> dict[str, Any]:
     }
 
 
-def _json_doc(report: Report) -> dict[str, Any]:
-    head = _json_head(report)
-    return {"result": head["result"], "summary": head["summary"], "inputs": head["inputs"],
-            "findings": [_finding_json(f) for f in report.findings],
-            "suppressed": [_finding_json(f) for f in report.suppressed], "suppressions": head["suppressions"]}
+def _json_doc(report: Report, cmp: Comparison | None = None) -> dict[str, Any]:
+    head = _json_head(report, cmp)
+    doc = {"result": head["result"], "summary": head["summary"], "inputs": head["inputs"],
+           "findings": [_finding_json(f) for f in report.findings],
+           "suppressed": [_finding_json(f) for f in report.suppressed], "suppressions": head["suppressions"]}
+    if cmp is not None:
+        for f, d in zip([*report.findings, *report.suppressed], [*doc["findings"], *doc["suppressed"]], strict=True):
+            d["baseline"] = cmp.state(f)
+        doc["fixed"] = [e.as_json() for e in cmp.fixed]
+    return doc
 
 
 def _json_value(v: Any) -> str:
@@ -349,7 +429,10 @@ def _json_compact(report: Report) -> str:
             f'{_findings_compact(report.suppressed)}, "suppressions": {json.dumps(head["suppressions"])}}}\n')
 
 
-def render_json(report: Report) -> str:
+def render_json(report: Report, baseline: Comparison | None = None) -> str:
+    if baseline is not None:  # a pull request's check: the plain encoder (the compact one knows no baseline)
+        doc = _json_doc(report, baseline)
+        return json.dumps(doc, indent=2 if len(report.findings) + len(report.suppressed) < 2000 else None) + "\n"
     if len(report.findings) + len(report.suppressed) < 2000:
         return json.dumps(_json_doc(report), indent=2) + "\n"
     return _json_compact(report)  # large: no indent, as json.dumps(doc) writes it, without the dicts
@@ -366,10 +449,13 @@ def _gh_prop(text: str) -> str:
     return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(report: Report) -> str:
-    """Workflow commands GitHub Actions turns into annotations on the pull request's files."""
+def render_github(report: Report, baseline: Comparison | None = None) -> str:
+    """Workflow commands GitHub Actions turns into annotations on the pull request's files (against a baseline,
+    only for new findings: an accepted one is not the pull request's doing)."""
     lines = []
     for f in [*report.findings, *report.suppressed]:
+        if baseline is not None and not baseline.is_new(f):
+            continue
         cmd = "notice" if f.suppressed_by else ("error" if f.level == "mandatory" else "warning")
         props = []
         path = _rel(f.location.file)
@@ -386,15 +472,16 @@ def render_github(report: Report) -> str:
         if st.status in ("expired", "unused"):
             title = _gh_prop("suppression " + st.status)
             lines.append(f"::notice title={title}::{_gh_data(st.suppression.describe())}")
-    lines.append(f"::notice title=metalfleet policy check::{_gh_data(_summary(report))}")
+    lines.append(f"::notice title=metalfleet policy check::{_gh_data(_summary(report, baseline))}")
     return "\n".join(lines) + "\n"
 
 
-FORMATS: dict[str, Callable[[Report], str]] = {
+FORMATS: dict[str, Callable[..., str]] = {
     "text": render_text, "markdown": render_markdown, "sarif": render_sarif, "junit": render_junit,
     "json": render_json, "github": render_github,
 }
 
 
-def render(report: Report, fmt: str) -> str:
-    return FORMATS[fmt](report)
+def render(report: Report, fmt: str, baseline: Comparison | None = None) -> str:
+    """``report`` in format ``fmt``; with ``baseline``, new findings told from accepted ones and fixed listed."""
+    return FORMATS[fmt](report, baseline) if baseline is not None else FORMATS[fmt](report)
