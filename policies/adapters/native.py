@@ -524,7 +524,7 @@ def _ali_eip_association(p: dict[str, Any], c: Ctx) -> list[Resource]:
 
 def _unattached(platform: str) -> Builder:
     def build(p: dict[str, Any], c: Ctx) -> list[Resource]:
-        target = _first(p, "instance_id", "instance")
+        target = _first(p, "instance_id", "instance", "network_interface_id")
         return [Address(**c.base(platform), attached_to=_attached(target))]
 
     return build
@@ -681,6 +681,7 @@ NATIVE: Mapping[str, Builder] = {
     "huaweicloud_vpc_eip": _unattached("huawei"),
     "huaweicloud_vpc_eip_associate": _hw_eip_associate,
     "huaweicloud_compute_eip_associate": _hw_eip_associate,
+    "huaweicloud_networking_eip_associate": _hw_eip_associate,  # the older name of huaweicloud_vpc_eip_associate
 }
 
 
@@ -707,7 +708,7 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "aws_security_group_rule": ("type", *_AWS_RULE),
     "aws_vpc_security_group_ingress_rule": _AWS_RULE,
     "aws_eip": ("instance", "instance_id", "network_interface"),
-    "aws_eip_association": ("instance_id", "instance", "network_interface"),
+    "aws_eip_association": ("instance_id", "instance", "network_interface", "network_interface_id"),
     "aws_ec2_capacity_reservation": ("end_date_type", "end_date"),
     "aws_ebs_encryption_by_default": ("enabled",),
     "aws_ec2_instance_metadata_defaults": ("http_tokens",),
@@ -720,8 +721,8 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "alicloud_disk": ("encrypted", "kms_key_id", "tags"),
     "alicloud_security_group_rule": ("type", "ip_protocol", "port_range", "cidr_ip", "ipv6_cidr_ip", "policy"),
     "alicloud_eip_association": ("instance_id", "instance"),
-    "alicloud_eip_address": ("instance_id", "instance"),
-    "alicloud_eip": ("instance_id", "instance"),
+    "alicloud_eip_address": ("instance_id", "instance", "network_interface_id"),
+    "alicloud_eip": ("instance_id", "instance", "network_interface_id"),
     "huaweicloud_bms_instance": ("flavor_id", *_HW_PUBLIC, "tags", "system_disk_type", "data_disks"),
     "huaweicloud_compute_instance": ("flavor_id", "flavor_name", "scheduler_hints", *_HW_PUBLIC, "tags",
                                      "system_disk_kms_key_id", "data_disks"),
@@ -729,9 +730,10 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "huaweicloud_networking_secgroup_rule": ("direction", "protocol", "ports", "port_range_min", "port_range_max",
                                              "remote_ip_prefix", "remote_group_id", "remote_address_group_id",
                                              "ethertype", "action"),
-    "huaweicloud_vpc_eip": ("instance_id", "instance"),
+    "huaweicloud_vpc_eip": ("instance_id", "instance", "network_interface_id"),
     "huaweicloud_vpc_eip_associate": ("instance_id", "port_id", "fixed_ip"),
     "huaweicloud_compute_eip_associate": ("instance_id", "port_id", "fixed_ip"),
+    "huaweicloud_networking_eip_associate": ("instance_id", "port_id", "fixed_ip"),
 }
 
 

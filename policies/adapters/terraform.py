@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from ..config import Suppression
-from ..model import UNKNOWN, Location, Maybe, Resource
+from ..model import UNKNOWN, ComputeNode, Location, Maybe, Resource, Volume
 from ..yamlpos import suppression_comments
 from .common import Assumptions, ShapeError, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
@@ -225,7 +225,64 @@ _HW_RULE_REMOTES = {"remote_group_id": "huaweicloud_networking_secgroup",
                     "remote_address_group_id": "huaweicloud_vpc_address_group"}
 
 
-_RESOLVED = frozenset({"aws_security_group", "huaweicloud_networking_secgroup_rule"})
+_RESOLVED = frozenset({"aws_security_group", "huaweicloud_networking_secgroup_rule", "aws_ebs_volume"})
+
+#: The instance types an address or a volume binds to (each is read as a ComputeNode with its disks).
+_COMPUTE = frozenset({"aws_instance", "alicloud_instance", "huaweicloud_compute_instance", "huaweicloud_bms_instance"})
+#: Standalone volumes, each read for encryption on its own (native.py: _aws_ebs_volume, _ali_disk, _hw_evs).
+_VOLUMES = frozenset({"aws_ebs_volume", "alicloud_ecs_disk", "alicloud_disk", "huaweicloud_evs_volume"})
+#: Public addresses and their associations, and the attributes that name what the address is bound to. Each
+#: association gives its instance a public IPv4 address, judged by MF-NET-001 as one set on the instance itself
+#: (quotes from the providers' docs; paraphrase where marked):
+#:
+#: - aws_eip: "`instance` - (Optional) EC2 instance ID." / "`network_interface` - (Optional) Network interface ID to
+#:   associate with." (terraform-provider-aws website/docs/r/eip.html.markdown);
+#: - aws_eip_association: "`allocation_id` - (Optional, Forces new resource) ID of the associated Elastic IP." /
+#:   "`instance_id` - (Optional, Forces new resource) ID of the instance." / "`network_interface_id` - (Optional,
+#:   Forces new resource) ID of the network interface." (website/docs/r/eip_association.html.markdown);
+#: - alicloud_eip_association: "`instance_id` - (Required, ForceNew) The ID of the ECS or SLB instance or Nat
+#:   Gateway or NetworkInterface or HaVip." (terraform-provider-alicloud website/docs/r/eip_association.html.markdown):
+#:   only an instance of the plan read as a node counts;
+#: - huaweicloud_vpc_eip_associate: "`fixed_ip` - (Optional, String, ForceNew) Specifies a private IP address to
+#:   associate with the EIP." / "`network_id` - (Optional, String, ForceNew) Specifies the ID of the network to
+#:   which the **fixed_ip** belongs." / "`port_id` - (Optional, String, ForceNew) Specifies an existing port ID to
+#:   associate with the EIP." (terraform-provider-huaweicloud docs/resources/vpc_eip_associate.md); the port or
+#:   fixed IP is an instance's (``huaweicloud_compute_instance.x.network[0].port`` / ``.access_ip_v4``), so their
+#:   references lead to it; huaweicloud_networking_eip_associate, its older name: "`port_id` - (Required, String,
+#:   ForceNew) Specifies an existing port ID to associate with this EIP.";
+#: - huaweicloud_compute_eip_associate (paraphrase of docs/resources/compute_eip_associate.md): ``public_ip`` (the
+#:   EIP's address) and ``instance_id`` (the ECS instance it is bound to), both Required and ForceNew.
+_EIP_LINKS: Mapping[str, tuple[str, ...]] = {
+    "aws_eip": ("instance", "network_interface"),
+    "aws_eip_association": ("instance_id", "network_interface_id"),
+    "alicloud_eip_association": ("instance_id",),
+    "huaweicloud_vpc_eip_associate": ("port_id", "fixed_ip"),
+    "huaweicloud_networking_eip_associate": ("port_id",),
+    "huaweicloud_compute_eip_associate": ("instance_id",),
+}
+#: Volume attachments: (the volume's attribute, the instance's attribute):
+#:
+#: - aws_volume_attachment: "`instance_id` - (Required) ID of the Instance to attach to" / "`volume_id` -
+#:   (Required) ID of the Volume to be attached" (terraform-provider-aws website/docs/r/
+#:   volume_attachment.html.markdown);
+#: - alicloud_ecs_disk_attachment / alicloud_disk_attachment, its older name (paraphrase of terraform-provider-
+#:   alicloud website/docs/r/ecs_disk_attachment.html.markdown): ``disk_id``, the disk, and ``instance_id``, the ECS
+#:   instance it is attached to, both Required and ForceNew;
+#: - huaweicloud_compute_volume_attach (paraphrase of terraform-provider-huaweicloud docs/resources/
+#:   compute_volume_attach.md, "Attaches a volume to an ECS Instance."): ``instance_id`` and ``volume_id``, both
+#:   Required and ForceNew.
+_ATTACHMENTS: Mapping[str, tuple[str, str]] = {
+    "aws_volume_attachment": ("volume_id", "instance_id"),
+    "alicloud_ecs_disk_attachment": ("disk_id", "instance_id"),
+    "alicloud_disk_attachment": ("disk_id", "instance_id"),
+    "huaweicloud_compute_volume_attach": ("volume_id", "instance_id"),
+}
+#: The attributes by which one resource names the instance (or its port) it is bound to: an unknown one that refers
+#: to a resource of the plan reads as that resource's address (see _EIP_LINKS).
+_BINDS = ("instance", "instance_id", "network_interface", "network_interface_id", "port_id", "fixed_ip")
+#: References that make ``x[count.index]`` / ``x[each.key]`` mean "the instance with my own index".
+_PAIRING = ("count.index", "each.key", "each.value")
+_OWN_INDEX = re.compile(r"(\[[^\]]*\])$")
 
 
 # ------------------------------------------------------------------------------------------ .tf locations
@@ -393,13 +450,109 @@ class PlanReader:
         self.links: dict[str, tuple[list[tuple[str, str]], Maybe[bool] | None]] = {}
         #: groups (configuration addresses) that rule resources of this plan attach to
         self.ruled: set[str] = set()
-        for rc in resource_changes:
-            if rc.type in _RULE_RESOURCES and rc.mode == "managed" and rc.change is not None \
-                    and rc.change.actions != ["delete"] and (cfg := self.config.get(_base(rc.address))) is not None:
+        #: instance address -> why it gets a public address (an EIP / association of this plan bound to it)
+        self.public_via: dict[str, str] = {}
+        #: volume address -> (the instance address it is attached to, what says so)
+        self.attached: dict[str, tuple[str, str]] = {}
+        links = [rc for rc in resource_changes
+                 if (rc.type in _RULE_RESOURCES or rc.type in _EIP_LINKS or rc.type in _ATTACHMENTS)
+                 and rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]]
+        #: configuration address -> its instances' addresses (the nodes and volumes links may point at)
+        self.addresses: dict[str, list[str]] = {}
+        self._by_index: dict[str, dict[str, list[str]]] = {}  # the same, by their last index ("[0]", '["a"]')
+        if links:
+            for rc, base in zip(self.changes, self.bases, strict=True):
+                if rc.type in _COMPUTE or rc.type in _VOLUMES:
+                    self.addresses.setdefault(base, []).append(rc.address)
+        for rc in links:
+            cfg = self.config.get(_base(rc.address))
+            if cfg is None:
+                continue
+            if rc.type in _RULE_RESOURCES:
                 targets = _resources_of(cfg.references.get("security_group_id", []), self.aliases) or set()
                 self.ruled.update(t for t in targets if t.rsplit(".", 2)[-2] in _GROUPS)
+            elif rc.type in _EIP_LINKS:
+                for attr in _EIP_LINKS[rc.type]:
+                    for inst in self._linked(rc.address, cfg.references.get(attr, []), _COMPUTE):
+                        self.public_via.setdefault(inst, f"{rc.address} binds a public address to it through its "
+                                                         f"{attr}")
+            else:
+                vol_attr, inst_attr = _ATTACHMENTS[rc.type]
+                insts = self._linked(rc.address, cfg.references.get(inst_attr, []), _COMPUTE)
+                where = ", ".join(insts) if insts else self._constant(rc, inst_attr)
+                if where:
+                    for vol in self._linked(rc.address, cfg.references.get(vol_attr, []), _VOLUMES):
+                        self.attached.setdefault(vol, (where, rc.address))
         #: per configuration block of a group / rule: what its unknown attributes resolve to (see _resolved)
         self.resolved: dict[str, dict[str, Any]] = {}
+
+    def _linked(self, own: str, refs: list[str], types: frozenset[str]) -> list[str]:
+        """The addresses of this plan's resources of ``types`` that one expression of resource ``own`` refers to
+        (an EIP's ``instance``, an attachment's ``volume_id``), through module outputs and inputs like the rule
+        resources' ``security_group_id``. Of a block with several instances (count / for_each): the one a literal
+        index names (``aws_instance.gpu[0].id``); the one with ``own``'s index when the index is ``count.index`` or
+        ``each.key`` (``aws_eip.ip[count.index]`` -> ``aws_instance.gpu[count.index]``, the usual pairing); else all
+        of them (a splat, or an index the plan cannot show: judged as bound, never left out)."""
+        if not refs:
+            return []
+        targets: set[str] = set()
+        for ref in refs:  # one at a time: a var or count.index beside the resource does not hide it
+            found = _resources_of([ref], self.aliases)
+            targets.update(t for t in found or () if t.rsplit(".", 2)[-2] in types)
+        out: list[str] = []
+        for target in sorted(targets):
+            addrs = self.addresses.get(target, [])
+            if len(addrs) <= 1:
+                out.extend(addrs)
+                continue
+            by_index = self._by_index.get(target)
+            if by_index is None:  # once per block: a 10,000-instance count pairs in linear time
+                by_index = self._by_index[target] = {}
+                for a in addrs:
+                    if (m := _OWN_INDEX.search(a)) is not None:
+                        by_index.setdefault(m.group(1), []).append(a)
+            pick: list[str] = []
+            mine = _OWN_INDEX.search(own)
+            cut = own.rfind(".", 0, own.rfind("."))  # module.a[0].aws_eip.ip[1] -> module.a[0]
+            module_path = own[:cut] if cut > 0 and target.startswith("module.") else ""
+            literal = re.compile(re.escape(target) + r"(\[[^\]]*\])")
+            for ref in refs:
+                m = literal.match(ref)
+                if m and m.group(1) not in ("[count.index]", "[each.key]", "[each.value]"):
+                    pick = by_index.get(m.group(1), [])
+                    break
+            else:
+                if mine and any(r in _PAIRING for r in refs):
+                    pick = by_index.get(mine.group(1), [])
+            if module_path and len(pick) > 1:
+                pick = [a for a in pick if a.startswith(module_path)] or pick
+            out.extend(pick or addrs)
+        return out
+
+    @staticmethod
+    def _constant(rc: _ResourceChange, attr: str) -> str:
+        """An attribute the plan knows (an instance ID of a resource outside it), or ""."""
+        assert rc.change is not None
+        value = _decode_after(rc.change.after).get(attr)
+        return value if type(value) is str else ""
+
+    def _bound(self, rc: _ResourceChange, built: list[Resource]) -> list[Resource]:
+        """The views of one change with what the plan's other resources bind to it: the node an EIP association
+        makes public, the standalone volume an attachment puts on an instance (named in its encryption note)."""
+        public = self.public_via.get(rc.address)
+        attached = self.attached.get(rc.address)
+        out: list[Resource] = []
+        for r in built:
+            if public is not None and isinstance(r, ComputeNode) and r.name == rc.address and r.public_ip is not True:
+                r = msgspec.structs.replace(r, public_ip=True, notes={**r.notes, "public_ip": public})
+            elif attached is not None and isinstance(r, Volume) and r.name == rc.address:
+                inst, by = attached
+                prior = r.notes.get("encrypted")
+                why = f"attached to {inst} by {by}"
+                r = msgspec.structs.replace(r, attached_to=inst, notes={
+                    **r.notes, "encrypted": f"{prior}; {why}" if prior else why})
+            out.append(r)
+        return out
 
     def _resolved(self, rc: _ResourceChange, base: str) -> dict[str, Any]:
         """Attributes of a group or rule that the plan leaves unknown but its other resources settle:
@@ -423,6 +576,17 @@ class PlanReader:
             block = self.blocks.get(base)
             if (base in self.ruled and block is None) or (block is not None and "ingress" not in block.dynamic):
                 found["ingress"] = []
+        elif cfg is not None and rc.type == "aws_ebs_volume" and "snapshot_id" not in cfg.references:
+            # encrypted and kms_key_id are Optional+Computed in the aws provider, so unknown in a plan whenever
+            # the configuration leaves them out; the volume is then made with the defaults: "encrypted -
+            # (Optional) If true, the disk will be encrypted." / "kms_key_id - (Optional) ARN for the KMS
+            # encryption key. When specifying `kms_key_id`, `encrypted` needs to be set to true." (terraform-
+            # provider-aws website/docs/r/ebs_volume.html.markdown), i.e. unencrypted unless the account's EBS
+            # encryption by default is on (read as absent: defaults.py). A volume made from a snapshot takes the
+            # snapshot's encryption, which the plan cannot tell: it stays unknown.
+            for attr in ("encrypted", "kms_key_id"):
+                if attr not in cfg.references:
+                    found[attr] = None
         elif cfg is not None and rc.type == "huaweicloud_networking_secgroup_rule":
             for attr in _HW_RULE_COMPUTED:
                 if attr not in cfg.references:
@@ -440,6 +604,8 @@ class PlanReader:
         index, parts = part
         lo, hi = len(self.changes) * index // parts, len(self.changes) * (index + 1) // parts
         file, blocks, config, links, counts = self.file, self.blocks, self.config, self.links, self.counts
+        public_via, attached = self.public_via, self.attached
+        bound = bool(public_via or attached)
         out: list[Resource] = []
         for rc, base in zip(self.changes[lo:hi], self.bases[lo:hi], strict=True):  # one at a time: only views stay
             props = _props(rc, self.unknowns)
@@ -457,7 +623,7 @@ class PlanReader:
             if cfg is not None:
                 link = links.get(base)
                 if link is None:
-                    targets = [(attr, target) for attr in ("instance", "instance_id", "network_interface")
+                    targets = [(attr, target) for attr in _BINDS
                                if (target := _target(cfg.references.get(attr, [])))]
                     sn = _target(cfg.references.get("subnet_id", []))
                     link = links[base] = (targets, self.subnets[_base(sn)] if sn is not None and _base(sn) in
@@ -466,6 +632,9 @@ class PlanReader:
                     if props.get(attr) in (UNKNOWN, None, ""):
                         props[attr] = target
                 subnet = link[1]
-            out.extend(native_resources(rc.type, props, rc.address, loc, "terraform", self.assume, subnet,
-                                        counts.get(base, 1)))
+            built = native_resources(rc.type, props, rc.address, loc, "terraform", self.assume, subnet,
+                                     counts.get(base, 1))
+            if bound and (rc.address in public_via or rc.address in attached):
+                built = self._bound(rc, built)
+            out.extend(built)
         return out
