@@ -27,7 +27,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .errors import MetalfleetError, RateLimitedError, TransientError
+from .errors import InvalidSpecError, MetalfleetError, OperationTimeout, RateLimitedError, TransientError
 
 T = TypeVar("T")
 
@@ -53,8 +53,6 @@ def default_deadline() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        from .errors import InvalidSpecError
-
         raise InvalidSpecError(f"{DEADLINE_ENV}={raw!r} is not a positive number of seconds",
                                field=DEADLINE_ENV, value=raw)
     return value
@@ -92,22 +90,26 @@ class RetryPolicy:
     def max_delay(self) -> float:  # the older name
         return self.deadline
 
-    def _wait(self, state: RetryCallState) -> float:
-        jitter = float(wait_random_exponential(multiplier=self.base, max=self.cap)(state))
-        exc = state.outcome.exception() if state.outcome else None
-        wait = max(float(exc.retry_after), jitter) if isinstance(exc, RateLimitedError) and exc.retry_after else jitter
-        left = self.deadline - (state.seconds_since_start or 0.0)
-        return max(0.0, min(wait, left - 0.01)) if left > 0 else 0.0
+    def retrying(self, deadline: float | None = None) -> Retrying:
+        """A tenacity ``Retrying`` for one operation; ``deadline`` (default :attr:`deadline`, read once here) bounds
+        its tries and the waits between them."""
+        limit = self.deadline if deadline is None else deadline
 
-    def retrying(self) -> Retrying:
-        deadline = self.deadline
-        stop = stop_after_delay(deadline) | (stop_after_attempt(self.attempts) if self.attempts else stop_never)
-        return Retrying(retry=retry_if_exception(is_retryable), wait=self._wait, stop=stop, reraise=True)
+        def wait(state: RetryCallState) -> float:
+            jitter = float(wait_random_exponential(multiplier=self.base, max=self.cap)(state))
+            exc = state.outcome.exception() if state.outcome else None
+            after = exc.retry_after if isinstance(exc, RateLimitedError) and exc.retry_after else None
+            left = limit - (state.seconds_since_start or 0.0)
+            return max(0.0, min(max(float(after), jitter) if after else jitter, left - 0.01)) if left > 0 else 0.0
+
+        stop = stop_after_delay(limit) | (stop_after_attempt(self.attempts) if self.attempts else stop_never)
+        return Retrying(retry=retry_if_exception(is_retryable), wait=wait, stop=stop, reraise=True)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         started = time.monotonic()
-        retrying = self.retrying()
-        token = _ACTIVE.set((self, started + self.deadline))
+        deadline = self.deadline
+        retrying = self.retrying(deadline)
+        token = _ACTIVE.set((self, started + deadline))
         try:
             return retrying(fn, *args, **kwargs)
         except MetalfleetError as exc:
@@ -115,7 +117,7 @@ class RetryPolicy:
             if exc.retryable and tries > 1 and not getattr(exc, "_gave_up", False):
                 took = time.monotonic() - started
                 why = (f"at most {self.attempts} tries" if self.attempts and tries >= self.attempts else
-                       f"the retry deadline is {self.deadline:.0f}s, {DEADLINE_ENV} sets it")
+                       f"the retry deadline is {deadline:.0f}s, {DEADLINE_ENV} sets it")
                 exc.message = f"{exc.message} (gave up after {tries} tries over {took:.0f}s; {why})"
                 exc.args = (exc.message,)
                 exc._gave_up = True  # type: ignore[attr-defined]  # an outer policy does not say it twice
@@ -141,7 +143,7 @@ def step(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     left = deadline - time.monotonic()
     if left <= 0:
         return fn(*args, **kwargs)
-    inner = RetryPolicy(base=policy.base, cap=policy.cap, deadline=left)
+    inner = RetryPolicy(base=policy.base, cap=policy.cap, deadline=left)  # the same backoff, not its counters
     token = _ACTIVE.set(None)  # the step's own retries are the step's: nothing inside it nests further
     try:
         return inner.retrying()(fn, *args, **kwargs)
@@ -164,8 +166,6 @@ def read_or_none(read: Callable[[], T], *, deadline: float, poll: float, timeout
     except TransientError as exc:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            from .errors import OperationTimeout
-
             raise OperationTimeout(f"{what} not known after {timeout:.0f}s: the reads kept failing, the last "
                                    f"with {exc}", provider=provider or exc.provider, code=exc.code) from exc
         time.sleep(min(poll * (2 if isinstance(exc, RateLimitedError) else 1), remaining))

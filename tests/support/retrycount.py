@@ -17,8 +17,8 @@ class CountingPolicy(RetryPolicy):
         super().__init__(attempts=attempts, base=base, cap=cap, deadline=deadline)
         self.retries = 0
 
-    def retrying(self) -> Any:
-        r = super().retrying()
+    def retrying(self, deadline: float | None = None) -> Any:
+        r = super().retrying(deadline)
 
         def count(_state: Any) -> None:
             self.retries += 1
