@@ -59,9 +59,14 @@ class Outcome:
 
 
 def run_main(argv: list[str]) -> Outcome:
+    """``main(argv)`` in-process: its exit code (argparse's too: it refuses a flag's value by SystemExit), stdout
+    and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(argv)
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
     return Outcome(rc, out.getvalue(), err.getvalue())
 
 

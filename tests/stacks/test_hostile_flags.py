@@ -7,47 +7,27 @@ requirements file; the spec's numbers; ``--driver-config`` on order, release and
 what is wrong, no traceback, and nothing written anywhere but where the user said.
 
 Bad files are answered by the one reader every user file goes through (providers/textfile.py); numeric flags
-by argparse (exit 2, its usage lines, then one ``error: argument --top: ...`` line).
+by argparse (exit 2, one ``error: argument --top: ... (see metalfleet plan --help)`` line).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from metalfleet.providers.catalog import catalog_document
-from metalfleet.stacks.cli import main
+from tests.stacks.test_cli_bad_input import Outcome, run_main
 
 SEED = 19
 SPEC = ('name: demo\nprovider: fake\nregion: local-1\noffering: fake.8xh100\ncount: 2\n'
         'tags: {team: ml, cost-center: "42"}\nimage: img-fake\n')
 REQUIREMENTS = "nodes: 1\ngpu: H100\nproviders: [aws]\nduration: {days: 2}\n"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    rc: int
-    out: str
-    err: str
-
-
-def run_main(argv: list[str]) -> Outcome:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:  # argparse refuses a flag's value this way
-            rc = int(exc.code or 0)
-    return Outcome(rc, out.getvalue(), err.getvalue())
 
 
 def tree(root: Path) -> set[str]:
@@ -77,7 +57,7 @@ def one_line_error(res: Outcome, argv: list[str], *names: str) -> str:
 
 
 def argparse_error(res: Outcome, argv: list[str], flag: str, value: str) -> None:
-    """Exit 2, argparse's usage lines, then one line naming the flag and the value; no traceback."""
+    """Exit 2, one argparse line naming the flag and the value; no traceback."""
     assert "Traceback" not in res.err, f"{argv}: {res.err}"
     assert res.rc == 2, f"{argv}: rc {res.rc}, stderr {res.err!r}"
     last = res.err.splitlines()[-1]
