@@ -51,7 +51,9 @@ def _stem(provider: str, region: str, cluster: str) -> Path:
         out = _SAFE.sub("_", s) or "_"
         return "_" + out if out in (".", "..") else out
 
-    folder = state_dir() / safe(provider) / safe(region or "-")
+    root = state_dir()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)  # its own mode too, not only the innermost folder's
+    folder = root / safe(provider) / safe(region or "-")
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder / safe(cluster)
 
