@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ class RedfishEmulator(EmulatorClient):
     title = "Redfish emulator (sushy-tools)"
 
 
-def _build(args: argparse.Namespace, lock: threading.RLock) -> Any:
+def _build(args: argparse.Namespace, lock: threading.RLock) -> tuple[Any, Callable[..., None]]:
     from sushy_tools.emulator import main as sushy
     from sushy_tools.emulator.resources.systems import fakedriver
 
@@ -109,23 +110,27 @@ def _build(args: argparse.Namespace, lock: threading.RLock) -> Any:
             for i, s in enumerate(systems)],
     })
 
-    def watch() -> None:  # extension: power changes -> <state>/<name>.log, as the IPMI chassis_control log
-        seen: dict[str, str] = {}
+    seen: dict[str, str] = {}
+
+    def log_changes(*_call: object) -> None:  # extension: power changes -> <state>/<name>.log (IPMI's log format)
+        with lock:
+            for s in systems:
+                try:
+                    power = str(app.systems.get_power_state(s["uuid"]))
+                except Exception:
+                    continue
+                if seen.get(s["uuid"], "Off") != power:
+                    seen[s["uuid"]] = power
+                    with open(state / f"{s['name']}.log", "a") as log:
+                        log.write(f"{time.strftime('%T')} redfish set power {1 if power == 'On' else 0}\n")
+
+    def watch() -> None:  # a reset lands by itself after --power-seconds: logged even when no client asks
         while True:
-            with lock:
-                for s in systems:
-                    try:
-                        power = str(app.systems.get_power_state(s["uuid"]))
-                    except Exception:
-                        continue
-                    if seen.get(s["uuid"], "Off") != power:
-                        seen[s["uuid"]] = power
-                        with open(state / f"{s['name']}.log", "a") as log:
-                            log.write(f"{time.strftime('%T')} redfish set power {1 if power == 'On' else 0}\n")
+            log_changes()
             time.sleep(0.05)
 
     threading.Thread(target=watch, name="redfish-power-watch", daemon=True).start()
-    return app
+    return app, log_changes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     switch = FaultSwitch(CODES)
 
     def build() -> FaultMiddleware:
-        return FaultMiddleware(_build(args, lock), switch=switch, error_body=error_body, identify=identify, lock=lock)
+        app, log_changes = _build(args, lock)
+        # after every call too (the lock held): a power state a client was told is in the log before it hears it,
+        # so what the pool reads as the BMC's power (BmcPool.power) never lags what the BMC answered
+        return FaultMiddleware(app, switch=switch, error_body=error_body, identify=identify, lock=lock,
+                               after_call=log_changes)
 
     return run_server(parser, args, build, title="Redfish emulator")
 
