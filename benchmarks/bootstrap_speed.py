@@ -66,7 +66,7 @@ class BenchStep(Step[BenchSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return self._facts(ctx)
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Any]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Any]:
         hashes, dirs, osr = self._facts(ctx)
         assert facts[osr].get("ID")
         for path, content in ((ctx.path("/opt/bench/blob.bin"), BLOB), (ctx.path("/etc/bench.conf"), CONFIG)):

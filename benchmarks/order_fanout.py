@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from metalfleet.providers import NodeState, order_cluster, parse_spec, plan, release_cluster
+from metalfleet.providers import NodeState, node_specs_for, order_cluster, parse_spec, release_cluster
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 from metalfleet.testing.kit import EmulatorClient
@@ -50,7 +50,7 @@ def timed_order(emulator: Ec2Emulator, subnet: str, name: str, count: int,
                        "network": {"subnet_id": subnet}, "storage": {"kms_key_id": "alias/bench"}})
     before, cpu_before = emulator.calls(), server_cpu(emulator)
     start = time.perf_counter()
-    nodes = order_cluster(driver, plan(driver, spec), max_workers=64)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), max_workers=64)
     elapsed = time.perf_counter() - start
     calls, cpu = emulator.calls() - before, server_cpu(emulator) - cpu_before
     assert len(nodes) == count and all(n.state == NodeState.RUNNING for n in nodes)
@@ -134,7 +134,7 @@ def alibaba(args: argparse.Namespace) -> int:
                            "network": {"subnet_id": default_vswitch_id(zone)}, "storage": {"kms_key_id": KMS_KEY}})
         before, cpu_before = emulator.calls(), server_cpu(emulator)
         start = time.perf_counter()
-        nodes = order_cluster(driver, plan(driver, spec), max_workers=64)
+        nodes = order_cluster(driver, node_specs_for(driver, spec), max_workers=64)
         elapsed = time.perf_counter() - start
         calls, cpu = emulator.calls() - before, server_cpu(emulator) - cpu_before
         assert len(nodes) == count and all(n.state == NodeState.RUNNING for n in nodes)

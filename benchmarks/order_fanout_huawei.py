@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from metalfleet.providers import NodeState, order_cluster, parse_spec, plan, release_cluster
+from metalfleet.providers import NodeState, node_specs_for, order_cluster, parse_spec, release_cluster
 from metalfleet.providers.huawei import HuaweiDriver
 from metalfleet.testing.huawei import (
     DOMAIN_ID,
@@ -44,7 +44,7 @@ def timed(bms: HuaweiEmulator, name: str, count: int, latency_ms: float, poll: f
     bms.reset_faults()
     bms.set_faults(latency_ms=latency_ms)
     t0 = time.perf_counter()
-    specs = plan(driver, spec)
+    specs = node_specs_for(driver, spec)
     t1 = time.perf_counter()
     nodes = order_cluster(driver, specs, max_workers=64, wait=False)
     t2 = time.perf_counter()

@@ -3,7 +3,7 @@
 For each driver (``--provider``, default all four) and cluster size (``--count``, default 16 and 64), on the local
 emulator of that cloud (the EC2, ECS and BMS+BSS emulators; for ipmi a pool of simulated hosts behind sushy-tools'
 Redfish emulator, whose 429s are the storm) with ``--latency-ms`` per call: switch on ``--throttle`` (default 0.5)
-and ``--server-error`` (default 0.02), then time ``plan`` + ``order_cluster`` (waiting until every node runs) under
+and ``--server-error`` (default 0.02), then time ``node_specs_for`` + ``order_cluster`` (waiting until every node runs) under
 the production retry policy with shorter backoff (``--base``/``--cap``; deadline ``--deadline``), and
 ``release_cluster`` under the same storm. With the faults off, the cloud is read again: **duplicates** (live nodes
 beyond the count, or two on one index) after the order, and **orphans** (live nodes, shared resources, AWS volumes
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from metalfleet.providers import ClusterSpec, ComputeDriver, NodeState, order_cluster, parse_spec, plan
+from metalfleet.providers import ClusterSpec, ComputeDriver, NodeState, node_specs_for, order_cluster, parse_spec
 from metalfleet.providers.fleet import release_cluster
 from metalfleet.testing.retrycount import CountingPolicy
 
@@ -191,7 +191,7 @@ def run(cloud: Cloud, count: int, args: argparse.Namespace, run_no: int) -> str:
     t0 = time.perf_counter()
     error = ""
     try:
-        nodes = order_cluster(driver, plan(driver, cloud.spec(name, count), policy=policy), policy=policy,
+        nodes = order_cluster(driver, node_specs_for(driver, cloud.spec(name, count), policy=policy), policy=policy,
                               timeout=args.deadline)
         assert all(n.state == NodeState.RUNNING for n in nodes)
     except Exception as exc:  # reported in the row: the benchmark measures what happens

@@ -182,7 +182,7 @@ class _HostRun:
                     self.gather_for(remaining)  # facts went stale: one round trip for every step left
                 ctx = self.ctx()
                 self.gather(step.facts(ctx))
-                actions = list(step.plan(ctx, self.cache))
+                actions = list(step.actions(ctx, self.cache))
                 self._record(result, actions)
                 reboot = next((a for a in actions if isinstance(a, RebootAction)), None)
                 work = [a for a in actions if isinstance(a, (Command, Upload))]

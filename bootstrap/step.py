@@ -1,7 +1,7 @@
 """Steps: read facts, then yield commands (argv), uploads, or a no-op with a reason.
 
 A step never executes anything. The engine gathers the facts every step asks for, calls
-:meth:`Step.plan`, and sends what it yields to the host in one batch. A step that yields only
+:meth:`Step.actions`, and sends what it yields to the host in one batch. A step that yields only
 :class:`NoOp` (or nothing) is unchanged, and its host gets no exec channel for it: that is what
 makes the second run cheap.
 
@@ -118,7 +118,7 @@ S = TypeVar("S")
 
 
 class Step(ABC, Generic[S]):
-    """Base class: subclasses set ``name``, ``Settings`` and implement ``facts`` and ``plan``."""
+    """Base class: subclasses set ``name``, ``Settings`` and implement ``facts`` and ``actions``."""
 
     #: Unique name; the key under ``bootstrap.overrides``.
     name: ClassVar[str]
@@ -144,10 +144,10 @@ class Step(ABC, Generic[S]):
 
     @abstractmethod
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
-        """Every fact :meth:`plan` reads."""
+        """Every fact :meth:`actions` reads."""
 
     @abstractmethod
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         """Yield commands/uploads that bring the host to the desired state, or NoOps saying why not."""
 
     def __repr__(self) -> str:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         RateLimitedError,
         TransientError,
     )
-    from .fleet import OrderFailed, order_cluster, plan, release_cluster, resolve_offering
+    from .fleet import OrderFailed, node_specs_for, order_cluster, release_cluster, resolve_offering
     from .models import (
         BillingModel,
         Fabric,
@@ -50,7 +50,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("AuthError", "CapacityError", "ConflictError", "InvalidSpecError", "MetalfleetError",
                      "NotFoundError", "OperationTimeout", "ProviderError", "QuotaError", "RateLimitedError",
                      "TransientError"), ".errors"),
-    **dict.fromkeys(("OrderFailed", "order_cluster", "plan", "release_cluster", "resolve_offering"), ".fleet"),
+    **dict.fromkeys(("OrderFailed", "node_specs_for", "order_cluster", "release_cluster", "resolve_offering"),
+                   ".fleet"),
     **dict.fromkeys(("BillingModel", "Fabric", "Interconnect", "Node", "NodeSpec", "NodeState", "Offering",
                      "Price", "VolumeSpec", "idempotency_key"), ".models"),
     **dict.fromkeys(("available_drivers", "get_driver"), ".registry"),
@@ -92,9 +93,9 @@ __all__ = [
     "get_driver",
     "idempotency_key",
     "load_spec",
+    "node_specs_for",
     "order_cluster",
     "parse_spec",
-    "plan",
     "release_cluster",
     "resolve_offering",
 ]

@@ -18,8 +18,17 @@ from .retry import DEFAULT_POLICY, RetryPolicy
 from .runstate import cluster_lock, forget_leftovers, leftovers, record_leftovers
 from .spec import ClusterSpec
 
-__all__ = ["OrderFailed", "check_release", "order_cluster", "order_node", "plan", "release_cluster",
-           "release_cluster_resources", "release_nodes", "resolve_offering"]
+__all__ = [
+    "OrderFailed",
+    "check_release",
+    "node_specs_for",
+    "order_cluster",
+    "order_node",
+    "release_cluster",
+    "release_cluster_resources",
+    "release_nodes",
+    "resolve_offering",
+]
 
 #: How many replacement generations one node index may go through before we stop and ask a human.
 MAX_GENERATIONS = 32
@@ -74,7 +83,7 @@ def resolve_offering(driver: ComputeDriver, spec: ClusterSpec, *, policy: RetryP
     return min(fits, key=lambda o: (cost(o), o.name))
 
 
-def plan(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] | None = None,
+def node_specs_for(driver: ComputeDriver, spec: ClusterSpec, generations: dict[int, int] | None = None,
          offering: Offering | None = None, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[NodeSpec]:
     """Node specs for the whole cluster, each validated offline: a bad spec fails before any order call."""
     offering = offering or resolve_offering(driver, spec, policy=policy)

@@ -1,6 +1,6 @@
 """The planner: where to run N GPUs for a while, and what it costs in total, from the offering catalogue.
 
-``plan(requirements, catalog)`` considers every catalogue offering in every region it is priced in, under every
+``recommend(requirements, catalog)`` considers every catalogue offering in every region it is priced in, under every
 billing model allowed, refuses what cannot meet the requirements (each refusal says why), and ranks the rest by
 total cost of ownership over the run: compute as each billing model bills it (on demand by the hour, reserved
 for its whole term, Capacity Blocks in whole bookable blocks, prepaid by the month), block and shared storage,
@@ -26,7 +26,7 @@ from .requirements import HOURS_PER_MONTH, HOURS_PER_YEAR, PlanRequirements, loa
 from .spec import billing_problem
 
 __all__ = ["HOURS_PER_MONTH", "CostLine", "InfeasiblePlanError", "Option", "Plan", "PlanRequirements",
-           "Rejected", "cluster_spec_for", "load_requirements", "parse_requirements", "plan", "spec_yaml"]
+           "Rejected", "cluster_spec_for", "load_requirements", "parse_requirements", "recommend", "spec_yaml"]
 
 _TERM_HOURS = {BillingModel.RESERVED_1Y: HOURS_PER_YEAR, BillingModel.RESERVED_3Y: 3 * HOURS_PER_YEAR}
 #: Images the emitted spec uses when the requirements name none (AWS: the Deep Learning Base AMI via SSM).
@@ -290,7 +290,7 @@ def _warnings(req: PlanRequirements, entry: CatalogOffering, billing: BillingMod
     return out
 
 
-def plan(requirements: PlanRequirements, catalog: Catalog | None = None, *, today: date | None = None) -> Plan:
+def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *, today: date | None = None) -> Plan:
     """Rank every feasible option for ``requirements`` by total cost over the run (cheapest first; ties in
     provider, region, offering, billing order) and list every refusal with its reason."""
     catalog = catalog or load_catalog()

@@ -102,12 +102,12 @@ def _policy_for(args: argparse.Namespace) -> Any:
 
 def cmd_order(args: argparse.Namespace) -> int:
     from metalfleet.providers import load_spec
-    from metalfleet.providers.fleet import order_cluster, plan
+    from metalfleet.providers.fleet import node_specs_for, order_cluster
 
     spec = load_spec(args.spec)
     driver = _driver_for(spec, args)
     policy = _policy_for(args)
-    specs = plan(driver, spec, policy=policy)
+    specs = node_specs_for(driver, spec, policy=policy)
     print(f"ordering {len(specs)} x {specs[0].offering} for cluster {spec.name} on {spec.provider}",
           file=sys.stderr)
     nodes = order_cluster(driver, specs, progress=_progress, policy=policy)

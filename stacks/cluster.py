@@ -19,7 +19,7 @@ import pulumi
 
 from metalfleet.providers import ClusterSpec, get_driver
 from metalfleet.providers.errors import InvalidSpecError
-from metalfleet.providers.fleet import plan, resolve_offering
+from metalfleet.providers.fleet import node_specs_for, resolve_offering
 from metalfleet.providers.lifecycle import GenerationPlan, plan_generations, with_generation_tag
 from metalfleet.providers.models import node_spec_to_dict
 
@@ -101,7 +101,7 @@ class GpuCluster(pulumi.ComponentResource):
         # Resolving the offering and validating every node spec happen here, at program time, so a
         # bad spec fails `pulumi preview` before any resource is created.
         offering = resolve_offering(driver, spec)
-        node_specs = plan(driver, spec, dict(generations or {}), offering)
+        node_specs = node_specs_for(driver, spec, dict(generations or {}), offering)
         # Then each index's generation, read back from the provider (a quarantined node's next one).
         self.generation_plan = plan_generations(driver, spec, generations)
         self._announce(spec, self.generation_plan)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError
-from metalfleet.providers.planner import Option, Plan, load_requirements, plan, spec_yaml
+from metalfleet.providers.planner import Option, Plan, load_requirements, recommend, spec_yaml
 
 __all__ = ["add_cli_commands", "cmd_catalogue_refresh", "cmd_plan", "plan_text"]
 
@@ -74,7 +74,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out is not None and args.plot is not None and Path(args.out).absolute() == Path(args.plot).absolute():
         raise InvalidSpecError(f"--out and --plot name the same file {args.out}", field="plot", value=args.plot)
     req = load_requirements(args.requirements)
-    result = plan(req, catalog_for(args.catalog))
+    result = recommend(req, catalog_for(args.catalog))
     if args.json:
         print(json.dumps({"currency": req.currency, "assumptions": list(result.assumptions),
                           "options": [_option_dict(o) for o in result.options],

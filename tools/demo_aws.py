@@ -27,8 +27,8 @@ from metalfleet.providers import (
     NodeState,
     get_driver,
     load_spec,
+    node_specs_for,
     order_cluster,
-    plan,
     release_cluster,
 )
 from metalfleet.testing.ec2 import start_ec2_emulator
@@ -122,7 +122,7 @@ def main() -> int:
         ensure_account(url, spec.region, spec.storage.kms_key_id, spec.ssh.key_pair)
         driver = get_driver("aws", region=spec.region, endpoint_url=url, poll=0.2)
         try:
-            specs = plan(driver, spec)  # a re-run on a long-lived emulator steps past released nodes
+            specs = node_specs_for(driver, spec)  # a re-run on a long-lived emulator steps past released nodes
             offering = next(o for o in driver.offerings() if o.name == spec.offering)
             price = offering.price()
             print(f"{offering.name}: {offering.gpu_count}x {offering.gpu_model} {offering.gpu_memory_gib} GiB, "

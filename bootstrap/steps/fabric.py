@@ -66,7 +66,7 @@ class Efa(Step[EfaSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [self._marker(ctx)]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         have = efa_installed_version(facts[self._marker(ctx)])
         if have == s.version:
@@ -99,7 +99,7 @@ class AwsOfiNccl(Step[OfiNcclSettings]):
         s = self.settings
         return [PathsExist((ctx.path(f"{s.lib_dir}/libnccl-net.so"),)), FileHashes((ctx.path(s.ld_conf),))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         lib = ctx.path(f"{s.lib_dir}/libnccl-net.so")
         if lib not in facts[PathsExist((lib,))] and "efa" not in ctx.changed:
@@ -139,7 +139,7 @@ class DocaOfed(Step[DocaSettings]):
         s = self.settings
         return [os_fact(ctx), PackageVersions("apt", (s.package,)), PackageVersions("dnf", (s.package,))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         yield from packages_plan(manager(ctx, facts), facts, {s.package: s.version}, what="DOCA-OFED")
 
@@ -172,7 +172,7 @@ class RdmaSettings(Step[RdmaModulesSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [KernelModules(), FileHashes((ctx.path(self.settings.conf),))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         conf = ctx.path(s.conf)
         yield file_state(facts, FileHashes((conf,)), conf, ("\n".join(s.modules) + "\n").encode(),
@@ -213,7 +213,7 @@ class Erdma(Step[ErdmaSettings]):
         return [os_fact(ctx), PackageVersions("apt", (s.package,)), PackageVersions("dnf", (s.package,)),
                 KernelModules()]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         have = facts[PackageVersions(manager(ctx, facts), (s.package,))].get(s.package)
         if have is not None and have.split("-")[0] == s.version and "erdma" in facts[KernelModules()]:
@@ -260,7 +260,7 @@ class Hccn(Step[HccnSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [HccnAddress(i) for i in range(self.settings.nics)]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         host = ctx.host
         if host.name in s.addresses:

@@ -54,7 +54,7 @@ class NvidiaDriver(Step[DriverSettings]):
         s = self.settings
         return [os_fact(ctx), PackageVersions("apt", (s.package,)), PackageVersions("dnf", (s.dnf_package,))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         mgr = manager(ctx, facts)
         yield from packages_plan(mgr, facts, self._wanted(mgr), hold=self.settings.hold, what="NVIDIA driver")
 
@@ -88,7 +88,7 @@ class NvidiaFabricManager(Step[FabricManagerSettings]):
         return [os_fact(ctx), PackageVersions("apt", (s.package,)), PackageVersions("dnf", (s.dnf_package,)),
                 SystemdUnits((s.service,))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         mgr = manager(ctx, facts)
         wanted: dict[str, str | None] = {s.dnf_package: s.dnf_version} if mgr == "dnf" else {s.package: s.version}
@@ -124,7 +124,7 @@ class NvidiaPersistenced(Step[PersistencedSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [SystemdUnits((self.settings.service,))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         yield from _enable_service(facts, self.settings.service)
 
 
@@ -152,7 +152,7 @@ class NvidiaPeermem(Step[PeermemSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [KernelModules(), FileHashes((ctx.path(self.settings.conf),))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         conf = ctx.path(s.conf)
         yield file_state(facts, FileHashes((conf,)), conf, f"{s.module}\n".encode(), description="load at boot")
@@ -205,7 +205,7 @@ class AscendDriver(Step[AscendDriverSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return list(self._files(ctx))
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         drv_fact, fw_fact = self._files(ctx)
         drv = _version_info(facts[drv_fact])
@@ -252,7 +252,7 @@ class AscendCann(Step[CannSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [self._info(ctx)]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         have = _version_info(facts[self._info(ctx)], "version")
         if have == s.version:

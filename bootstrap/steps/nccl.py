@@ -43,7 +43,7 @@ class Nccl(Step[NcclSettings]):
         pk = tuple(self.settings.packages)
         return [os_fact(ctx), PackageVersions("apt", pk), PackageVersions("dnf", pk)]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         yield from packages_plan(manager(ctx, facts), facts, {p: s.version for p in s.packages}, what="NCCL")
 
@@ -84,7 +84,7 @@ class NcclTests(Step[NcclTestsSettings]):
         marker, binary = self._paths(ctx)
         return [FileContent(marker), PathsExist((binary,))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         marker, binary = self._paths(ctx)
         built = (facts[FileContent(marker)] or "").strip()
@@ -152,7 +152,7 @@ class NcclConfig(Step[NcclConfigSettings]):
             facts.append(IbStat())
         return facts
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         rows = self._env(ctx, facts)
         fabric = ctx.host.traits.fabric.value

@@ -37,7 +37,7 @@ class RebootIfNeeded(Step[RebootSettings]):
         return [BootId(ctx.path("/proc/sys/kernel/random/boot_id")),
                 PathsExist(tuple(ctx.path(m) for m in self.settings.markers))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         why = [f"{t} changed" for t in s.triggers if t in ctx.changed]
         markers = tuple(ctx.path(m) for m in s.markers)

@@ -101,7 +101,7 @@ class HotTier(Step[HotSettings]):
                 return d
         return None
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         assert s.mount is not None
         devices = facts[BlockDevices()]
@@ -210,7 +210,7 @@ class WarmTier(Step[WarmSettings]):
         return [os_fact(ctx), PackageVersions("apt", pk), PackageVersions("dnf", pk),
                 Mounts(ctx.path("/proc/mounts")), FileContent(ctx.path("/etc/fstab"))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         if s.kind is None or s.source is None:
             raise StepError("storage-warm needs kind and source")
@@ -283,7 +283,7 @@ class ColdTier(Step[ColdSettings]):
                 Mounts(ctx.path("/proc/mounts")), FileContent(ctx.path("/etc/fstab")),
                 FileContent(ctx.path(self.settings.rclone_conf))]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         name, tool = self._tool()
         assert s.kind is not None and s.bucket is not None

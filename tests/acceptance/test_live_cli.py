@@ -17,7 +17,7 @@ import yaml
 from metalfleet.bootstrap.acceptance.cli import main
 from metalfleet.bootstrap.acceptance.quarantine import ACCEPTANCE_TAG, REASON_TAG, load_quarantine
 from metalfleet.providers.fake import FakeDriver
-from metalfleet.providers.fleet import order_cluster, plan
+from metalfleet.providers.fleet import node_specs_for, order_cluster
 from metalfleet.providers.spec import parse_spec
 from metalfleet.testing.hosts.harness import HostFleet
 
@@ -123,7 +123,7 @@ def test_verify_spec_checks_the_providers_live_nodes_and_tags_failures(start: An
     spec_file.write_text(yaml.safe_dump(doc))
     spec = parse_spec(doc)
     driver = FakeDriver(state_path=state, addresses=[h.address for h in fleet.hosts])
-    n0, n1 = order_cluster(driver, plan(driver, spec))
+    n0, n1 = order_cluster(driver, node_specs_for(driver, spec))
 
     rc = main(["verify", str(spec_file), "--driver-config", f"state_path={state}", "--tag-failed", "--json"])
     assert rc == 1

@@ -35,7 +35,7 @@ from metalfleet.bootstrap.ssh import SshOptions
 from metalfleet.bootstrap.steps import NcclConfig
 from metalfleet.providers.errors import CapacityError
 from metalfleet.providers.fake import FakeDriver
-from metalfleet.providers.fleet import order_cluster, plan
+from metalfleet.providers.fleet import node_specs_for, order_cluster
 from metalfleet.providers.models import Node, NodeSpec, NodeState
 from metalfleet.providers.spec import ClusterSpec, parse_spec
 from metalfleet.testing.hosts.harness import HostFleet
@@ -76,7 +76,7 @@ def sim_inventory(fleet: HostFleet) -> Callable[[Sequence[Node]], Inventory]:
 
 def cloud(tmp_path: Path, fleet: HostFleet, spec: ClusterSpec) -> tuple[FakeDriver, list[Node]]:
     driver = FakeDriver(state_path=tmp_path / "cloud.json", addresses=[h.address for h in fleet.hosts])
-    return driver, order_cluster(driver, plan(driver, spec))
+    return driver, order_cluster(driver, node_specs_for(driver, spec))
 
 
 def all_node_ids(tmp_path: Path) -> set[str]:
@@ -219,7 +219,7 @@ def unreachable(nodes: Sequence[Node]) -> Inventory:
 def test_a_replacement_order_that_fails_is_reported_and_nothing_is_orphaned(tmp_path: Path) -> None:
     spec = spec_for(None, 1, replace_failed=True, budget=1)
     driver = FakeDriver(state_path=tmp_path / "cloud.json")
-    (n0,) = order_cluster(driver, plan(driver, spec))
+    (n0,) = order_cluster(driver, node_specs_for(driver, spec))
 
     class NoCapacity(FakeDriver):
         def order(self, ns: NodeSpec) -> Node:
@@ -237,7 +237,7 @@ def test_a_replacement_order_that_fails_is_reported_and_nothing_is_orphaned(tmp_
 def test_a_replacement_whose_bootstrap_fails_is_quarantined_without_being_checked(tmp_path: Path) -> None:
     spec = spec_for(None, 1, replace_failed=True, budget=1)
     driver = FakeDriver(state_path=tmp_path / "cloud.json")
-    (n0,) = order_cluster(driver, plan(driver, spec))
+    (n0,) = order_cluster(driver, node_specs_for(driver, spec))
 
     def bootstrap(nodes: Sequence[Node]) -> None:
         raise RuntimeError("apt mirror down")
@@ -252,7 +252,7 @@ def test_a_replacement_whose_bootstrap_fails_is_quarantined_without_being_checke
 def test_acceptance_disabled_accepts_without_connecting(tmp_path: Path) -> None:
     spec = parse_spec({**spec_for(None, 1).model_dump(mode="json"), "acceptance": {"enabled": False}})
     driver = FakeDriver()
-    nodes = order_cluster(driver, plan(driver, spec))
+    nodes = order_cluster(driver, node_specs_for(driver, spec))
     out = accept_cluster(driver, spec, nodes, inventory_for=unreachable)
     assert out.accepted == nodes and out.reports == [] and out.ok
 

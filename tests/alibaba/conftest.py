@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import ClusterSpec, NodeSpec, RetryPolicy, parse_spec, plan
+from metalfleet.providers import ClusterSpec, NodeSpec, RetryPolicy, node_specs_for, parse_spec
 from metalfleet.providers.alibaba import AlibabaDriver
 from metalfleet.testing.alibaba import AlibabaEmulator
 from tests.emulators.alibaba_fixtures import (
@@ -56,7 +56,7 @@ class Specs:
 
     def node_specs(self, driver: AlibabaDriver, offering: str = "ecs.ebmgn8v.48xlarge", count: int = 1,
                    **overrides: Any) -> list[NodeSpec]:
-        return plan(driver, self.cluster_spec(offering, count, **overrides))
+        return node_specs_for(driver, self.cluster_spec(offering, count, **overrides))
 
 
 @pytest.fixture

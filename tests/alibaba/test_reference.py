@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import NodeState, order_cluster, parse_spec, plan, release_cluster
+from metalfleet.providers import NodeState, node_specs_for, order_cluster, parse_spec, release_cluster
 from metalfleet.providers.alibaba import AlibabaDriver
 from metalfleet.providers.alibaba.pricing import AlibabaPriceList
 from metalfleet.providers.errors import SubscriptionError
@@ -387,7 +387,7 @@ def driver_flows(ecs: AlibabaEmulator) -> None:
                            placement={"strategy": "cluster", "group_name": "flows-ds"},
                            network={"subnet_id": default_vswitch_id(ZONE),
                                     "ssh_ingress_cidrs": ["10.0.0.0/16", "2001:db8::/32"]}))
-    first, second = plan(driver, eri)
+    first, second = node_specs_for(driver, eri)
     nodes = [driver.order(replace(first, user_data="#cloud-config\n")), driver.order(second)]
     driver.wait([n.id for n in nodes], timeout=60)
     driver.set_tags(nodes[0].id, {"metalfleet:acceptance": "passed"})
@@ -397,20 +397,20 @@ def driver_flows(ecs: AlibabaEmulator) -> None:
                                placement={"strategy": "cluster", "group_name": "flows-ds"},
                                network={"subnet_id": default_vswitch_id(ZONE), "ssh_ingress_cidrs": ["10.1.0.0/16"]}))
     fresh = AlibabaDriver(region=REGION, endpoint=ecs.url, poll=0.02)
-    fresh.prepare_cluster(plan(fresh, changed)[0])
+    fresh.prepare_cluster(node_specs_for(fresh, changed)[0])
     release_cluster(driver, "flows-eri", policy=FAST)
     # spot, without ERI, in the user's two security groups
     groups = [str(ecs_call(ecs, "CreateSecurityGroup", {"VpcId": VPC_ID, "SecurityGroupName": f"own-{i}"})
                   ["SecurityGroupId"]) for i in range(2)]
     spot = parse_spec(_spec("flows-spot", offering="ecs.ebmgn7e.32xlarge", capacity={"billing": "spot"},
                             network={"subnet_id": default_vswitch_id(ZONE), "security_group_ids": groups}))
-    order_cluster(driver, plan(driver, spot), policy=FAST, timeout=60)
+    order_cluster(driver, node_specs_for(driver, spot), policy=FAST, timeout=60)
     release_cluster(driver, "flows-spot", policy=FAST)
     # on demand without ERI, public bandwidth, in a partition deployment set: the top-level vSwitch and group
     plain = parse_spec(_spec("flows-plain", offering="ecs.ebmgn7.26xlarge", network={
         "subnet_id": default_vswitch_id(ZONE), "public_ip": True},
         placement={"strategy": "partition", "partition_count": 3, "group_name": "flows-part"}))
-    order_cluster(driver, plan(driver, plain), policy=FAST, timeout=60)
+    order_cluster(driver, node_specs_for(driver, plain), policy=FAST, timeout=60)
     release_cluster(driver, "flows-plain", policy=FAST)
     # a cluster of more than a page (made with the SDK): the driver reads it page by page (NextToken)
     many = [{"Key": "metalfleet:cluster", "Value": "flows-many"}]
@@ -430,11 +430,11 @@ def driver_flows(ecs: AlibabaEmulator) -> None:
     assert len(driver.cluster_resources("flows-groups")) == 101
     # ERIs in two groups: the Primary interface takes SecurityGroupIds.N
     two = parse_spec(_spec("flows-eri2", network={"subnet_id": default_vswitch_id(ZONE), "security_group_ids": groups}))
-    order_cluster(driver, plan(driver, two), policy=FAST, timeout=60)
+    order_cluster(driver, node_specs_for(driver, two), policy=FAST, timeout=60)
     release_cluster(driver, "flows-eri2", policy=FAST)
     # monthly: refused without the opt-in, converted and released with it; an expired one released as it is
     monthly = parse_spec(_spec("flows-monthly", count=2, capacity={"billing": "monthly"}))
-    subs = order_cluster(driver, plan(driver, monthly), policy=FAST, timeout=60)
+    subs = order_cluster(driver, node_specs_for(driver, monthly), policy=FAST, timeout=60)
     assert [s.node_id for s in driver.subscriptions([n.id for n in subs])] == [n.id for n in subs]
     with pytest.raises(SubscriptionError):
         driver.release(subs[0].id)
@@ -604,7 +604,7 @@ def test_a_release_re_run_after_a_kill_finishes_the_job(ecs: AlibabaEmulator) ->
     spec = parse_spec(_spec("flows-rerun", count=2, capacity={"billing": "monthly"}))
     ecs.set_timing(release_seconds=2.0)
     try:
-        a, b = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=60)
+        a, b = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=60)
         # a: killed after its conversion; b: killed after its DeleteInstances (still Stopping, still listed)
         for node in (a, b):
             ecs_call(ecs, "ModifyInstanceChargeType", {"InstanceIds": json.dumps([node.id]),

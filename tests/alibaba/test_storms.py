@@ -23,8 +23,8 @@ from metalfleet.providers import (
     RateLimitedError,
     RetryPolicy,
     TransientError,
+    node_specs_for,
     order_cluster,
-    plan,
     release_cluster,
 )
 from metalfleet.providers.alibaba import AlibabaDriver
@@ -104,7 +104,7 @@ def test_two_orders_of_one_cluster_at_once_converge(emulator: AlibabaEmulator, s
     cluster gets new ones (the tokens of the deleted ones are stepped past), again one of each."""
     spec = specs.cluster_spec(count=4)
     drivers = [fresh_driver(emulator) for _ in range(2)]
-    plans = [plan(d, spec) for d in drivers]
+    plans = [node_specs_for(d, spec) for d in drivers]
     emulator.set_faults(latency_ms=100)
     results = at_once(2, lambda i: order_cluster(drivers[i], plans[i], policy=STORM, timeout=60, lock=False))
     emulator.set_faults()
@@ -119,7 +119,7 @@ def test_two_orders_of_one_cluster_at_once_converge(emulator: AlibabaEmulator, s
     assert live(emulator, spec.name) == [] and made_for(emulator, spec.name) == []
     again = [fresh_driver(emulator) for _ in range(2)]
     emulator.set_faults(latency_ms=100)
-    results = at_once(2, lambda i: order_cluster(again[i], plan(again[i], spec), policy=STORM, timeout=60,
+    results = at_once(2, lambda i: order_cluster(again[i], node_specs_for(again[i], spec), policy=STORM, timeout=60,
                                                  lock=False))
     emulator.set_faults()
     for r in results:
@@ -138,7 +138,7 @@ def test_drivers_racing_node_by_node_without_any_lock_make_one_of_each(emulator:
     and one set."""
     spec = specs.cluster_spec(count=4)
     drivers = [fresh_driver(emulator) for _ in range(2)]
-    nodes = [plan(d, spec) for d in drivers]
+    nodes = [node_specs_for(d, spec) for d in drivers]
     emulator.set_faults(latency_ms=100)
     results = at_once(8, lambda i: STORM.call(drivers[i % 2].order, nodes[i % 2][i // 2]))
     emulator.set_faults()
@@ -237,7 +237,7 @@ def test_a_storm_is_ridden_out_and_the_release_leaves_nothing(emulator: AlibabaE
     release_cluster under the same storm leaves no instance, no security group and no deployment set."""
     driver = fresh_driver(emulator)
     spec = specs.cluster_spec(count=4, placement={"strategy": "cluster"})
-    nodes = plan(driver, spec)
+    nodes = node_specs_for(driver, spec)
     storm = {"throttle": 0.5, "server_error": 0.05, "lost_response": lost, "seed": seed}
     emulator.set_faults(**storm)
     ordered = order_cluster(driver, nodes, policy=STORM, timeout=120)
@@ -262,7 +262,7 @@ def test_an_unexpired_subscription_is_converted_and_released_through_a_storm(emu
     throttling, 5xx and lost answers: each node converted once, released, nothing left."""
     driver = fresh_driver(emulator)
     spec = specs.cluster_spec(count=2, capacity={"billing": "monthly"})
-    ordered = order_cluster(driver, [replace(n, release_subscriptions=True) for n in plan(driver, spec)],
+    ordered = order_cluster(driver, [replace(n, release_subscriptions=True) for n in node_specs_for(driver, spec)],
                             policy=STORM, timeout=60)
     emulator.set_faults(throttle=0.5, server_error=0.05, lost_response=0.1, seed=5)
     release_cluster(driver, spec.name, policy=STORM, unsubscribe=True)

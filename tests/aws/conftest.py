@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import ClusterSpec, NodeSpec, RetryPolicy, parse_spec, plan
+from metalfleet.providers import ClusterSpec, NodeSpec, RetryPolicy, node_specs_for, parse_spec
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import (
@@ -66,7 +66,7 @@ class Specs:
 
     def node_specs(self, driver: AwsDriver, offering: str = "p4de.24xlarge", count: int = 1,
                    **overrides: Any) -> list[NodeSpec]:
-        return plan(driver, self.cluster_spec(offering, count, **overrides))
+        return node_specs_for(driver, self.cluster_spec(offering, count, **overrides))
 
 
 @pytest.fixture

@@ -284,22 +284,23 @@ def test_provider_package_imports_no_sdk() -> None:
 
 
 def test_reordering_a_released_cluster_buys_replacements_never_the_dead(driver: AwsDriver, specs: Specs) -> None:
-    from metalfleet.providers import order_cluster, plan, release_cluster
+    from metalfleet.providers import node_specs_for, order_cluster, release_cluster
 
     from .conftest import FAST
 
     spec = specs.cluster_spec(count=2)
-    first = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
+    first = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=30)
     release_cluster(driver, spec.name, policy=FAST)
 
-    [node0, _] = plan(driver, spec)
+    [node0, _] = node_specs_for(driver, spec)
     replayed = driver.order(node0)  # the key still names the node it bought: report it as gone
     assert replayed.id == first[0].id and replayed.state == NodeState.TERMINATED
 
-    again = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
+    again = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=30)
     assert not {n.id for n in again} & {n.id for n in first}
     assert sorted(n.id for n in driver.list_nodes(spec.name)) == sorted(n.id for n in again)
-    assert {n.extra["idempotency_key"] for n in again} == {s.idempotency_key for s in plan(driver, spec, {0: 1, 1: 1})}
+    wanted = {s.idempotency_key for s in node_specs_for(driver, spec, {0: 1, 1: 1})}
+    assert {n.extra["idempotency_key"] for n in again} == wanted
 
 
 def test_state_table_maps_every_ec2_state_and_falls_back_to_unknown() -> None:

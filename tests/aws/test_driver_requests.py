@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import InvalidSpecError, NodeState, order_cluster, plan
+from metalfleet.providers import InvalidSpecError, NodeState, node_specs_for, order_cluster
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.testing.ec2 import Ec2Emulator
 
@@ -277,5 +277,5 @@ def test_one_setup_for_many_parallel_orders(driver: AwsDriver, emulator: Ec2Emul
 
 def test_plan_then_order_uses_offering_from_requirements(driver: AwsDriver, specs: Specs) -> None:
     spec = specs.cluster_spec(offering=None, requirements={"gpu": "H200", "min_gpus": 8})
-    [node_spec] = plan(driver, spec)
+    [node_spec] = node_specs_for(driver, spec)
     assert node_spec.offering == "p5en.48xlarge"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from metalfleet.providers import NodeState, load_spec, order_cluster, plan, release_cluster
+from metalfleet.providers import NodeState, load_spec, node_specs_for, order_cluster, release_cluster
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id
 from tests.emulators.fixtures import ec2_client, ensure_kms_key
@@ -26,7 +26,7 @@ def test_example_cluster_yaml(driver: AwsDriver, emulator: Ec2Emulator) -> None:
     assert (spec.provider, spec.region, spec.offering, spec.count) == ("aws", "us-east-1", "p5.48xlarge", 2)
     assert spec.placement.strategy == "cluster" and spec.storage.kms_key_id
     assert spec.network.subnet_id == default_subnet_id("us-east-1a")
-    specs = plan(driver, spec)
+    specs = node_specs_for(driver, spec)
     assert {s.root_volume.kms_key_id for s in specs} == {spec.storage.kms_key_id}
 
     assert spec.network.ssh_ingress_cidrs and not spec.network.security_group_ids

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import InvalidSpecError, order_cluster, parse_spec, plan
+from metalfleet.providers import InvalidSpecError, node_specs_for, order_cluster, parse_spec
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.testing import reference
 from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id
@@ -388,7 +388,7 @@ def _flow_efa(driver: AwsDriver, emulator: Ec2Emulator, subnet: str, cluster: st
         "storage": {"kms_key_id": KMS_KEY, "data": [{"size_gib": 500}]}, "tags": {"team": "ml-infra"},
         "capacity": {"reservation_id": cr["CapacityReservationId"]}, "ssh": {"key_pair": f"{cluster}-key"}})
     emulator.reset_faults()  # the log from here on is the driver's
-    nodes = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=60)
     driver.set_tags(nodes[0].id, {"owner": "reference-test"})
     for node in nodes:
         driver.release(node.id)
@@ -412,14 +412,14 @@ def _flow_block(driver: AwsDriver, emulator: Ec2Emulator, subnet: str, cluster: 
         "capacity": {"billing": "capacity_block", "capacity_block": True,
                      "reservation_id": block["CapacityReservationId"]}}
     emulator.reset_faults()
-    [ns] = plan(driver, parse_spec(data))
+    [ns] = node_specs_for(driver, parse_spec(data))
     ns = dataclasses.replace(ns, user_data="#!/bin/sh\necho metalfleet\n")
     with pytest.raises(InvalidSpecError, match="scheduled"):
         driver.order(ns)
     log = emulator.requests()
     emulator.advance_clock((block["StartDate"] - block["CreateDate"]).total_seconds() + 1)
     node = driver.order(ns)
-    driver.prepare_cluster(plan(driver, parse_spec({**data, "network": {
+    driver.prepare_cluster(node_specs_for(driver, parse_spec({**data, "network": {
         "subnet_id": subnet, "ssh_ingress_cidrs": ["127.0.0.2/32", "::2/128"]}}))[0])
     log += emulator.requests()
     emulator.reset_faults()

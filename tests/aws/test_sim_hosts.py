@@ -26,7 +26,7 @@ from metalfleet.bootstrap.errors import HostUnreachable
 from metalfleet.bootstrap.inventory import Host
 from metalfleet.bootstrap.parsers.efa import parse_fi_info
 from metalfleet.bootstrap.ssh import SshOptions
-from metalfleet.providers import NodeState, parse_spec, plan
+from metalfleet.providers import NodeState, node_specs_for, parse_spec
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.testing import reference
@@ -163,7 +163,7 @@ def test_each_launch_boots_a_host_at_the_instances_private_ip(emu: Ec2Emulator, 
 
 def test_an_unknown_key_pair_is_refused_as_on_aws(emu: Ec2Emulator) -> None:
     driver = AwsDriver(region=REGION, endpoint_url=emu.url, poll=0.02)
-    [spec] = plan(driver, _spec("sim-nokey", ssh={"key_pair": "nobody"}))
+    [spec] = node_specs_for(driver, _spec("sim-nokey", ssh={"key_pair": "nobody"}))
     with pytest.raises(InvalidSpecError) as exc:
         driver.order(spec)
     assert exc.value.code == "InvalidKeyPair.NotFound" and exc.value.field == "key_name"
@@ -174,21 +174,21 @@ def test_rules_configure_hosts_by_tags(emu: Ec2Emulator) -> None:
     emu.set_sim_host_rules([{"tags": {"metalfleet:cluster": "sim-rules", "metalfleet:index": "1"},
                              "config": {"gpu": {"count": 7}}}])
     driver = AwsDriver(region=REGION, endpoint_url=emu.url, poll=0.02)
-    nodes = [driver.order(s) for s in plan(driver, _spec("sim-rules", count=2))]
+    nodes = [driver.order(s) for s in node_specs_for(driver, _spec("sim-rules", count=2))]
     counts = {h["instance_id"]: (Path(h["sandbox"]) / "config.json").read_text().count('"count": 7')
               for h in emu.sim_hosts()}
     assert counts == {nodes[0].id: 0, nodes[1].id: 1}
     with pytest.raises(RuntimeError, match="sim-host rule"):
         emu.set_sim_host_rules([{"tag": {}}])
     emu.reset_faults()  # a reset clears the rules
-    [later] = [driver.order(s) for s in plan(driver, _spec("sim-rules-2", count=2))][1:]
+    [later] = [driver.order(s) for s in node_specs_for(driver, _spec("sim-rules-2", count=2))][1:]
     sandbox = next(h["sandbox"] for h in emu.sim_hosts() if h["instance_id"] == later.id)
     assert '"count": 7' not in (Path(sandbox) / "config.json").read_text()
 
 
 def test_driver_pins_the_host_key_from_the_console(emu: Ec2Emulator, key: Path, tmp_path: Path) -> None:
     driver = AwsDriver(region=REGION, endpoint_url=emu.url, poll=0.02)
-    specs = plan(driver, _spec("sim-keys", count=2))
+    specs = node_specs_for(driver, _spec("sim-keys", count=2))
     ordered = [driver.order(s) for s in specs]
     emu.reset_faults()
     nodes = driver.wait([n.id for n in ordered], NodeState.RUNNING, timeout=30)
@@ -249,7 +249,7 @@ def test_ssh_reaches_a_host_only_from_where_its_security_groups_allow(emu: Ec2Em
     driver = AwsDriver(region=REGION, endpoint_url=emu.url, poll=0.02)
     # no ssh_ingress_cidrs: the cluster's own group lets in its members only
     closed = _spec("sim-sg", count=2, network={"subnet_id": default_subnet_id(ZONE)})
-    specs = plan(driver, closed)
+    specs = node_specs_for(driver, closed)
     first, second = driver.wait([driver.order(s).id for s in specs], NodeState.RUNNING, timeout=30)
     a, b = first.private_ip, second.private_ip
     assert a and b
@@ -271,12 +271,12 @@ def test_ssh_reaches_a_host_only_from_where_its_security_groups_allow(emu: Ec2Em
     assert not _reachable(a, timeout=0.5)
 
     # the spec's ssh_ingress_cidrs become exactly the group's SSH rules (prepare_cluster: what a stack update runs)
-    opened = plan(driver, _spec("sim-sg", count=2, network={"subnet_id": default_subnet_id(ZONE),
+    opened = node_specs_for(driver, _spec("sim-sg", count=2, network={"subnet_id": default_subnet_id(ZONE),
                                                              "ssh_ingress_cidrs": ["127.0.0.2/32"]}))[0]
     AwsDriver(region=REGION, endpoint_url=emu.url).prepare_cluster(opened)
     assert _reachable(a, source="127.0.0.2") and _reachable(b, source="127.0.0.2")
     assert not _reachable(a, timeout=0.5)
-    controller = plan(driver, _spec("sim-sg", count=2))[0]  # [127.0.0.1/32]
+    controller = node_specs_for(driver, _spec("sim-sg", count=2))[0]  # [127.0.0.1/32]
     AwsDriver(region=REGION, endpoint_url=emu.url).prepare_cluster(controller)
     assert _run(b, list(second.extra["host_keys"]), key, tmp_path / "kh", "hostname") == second.id
     assert not _reachable(a, source="127.0.0.2", timeout=0.5)

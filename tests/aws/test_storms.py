@@ -9,7 +9,7 @@ import pytest
 
 from metalfleet.providers import NodeState, OperationTimeout, RateLimitedError, RetryPolicy, TransientError
 from metalfleet.providers.aws import AwsDriver
-from metalfleet.providers.fleet import order_cluster, plan, release_cluster
+from metalfleet.providers.fleet import node_specs_for, order_cluster, release_cluster
 from metalfleet.testing.ec2 import Ec2Emulator
 
 from .conftest import Specs
@@ -32,7 +32,7 @@ def test_botocore_does_not_retry_by_itself(driver: AwsDriver, emulator: Ec2Emula
 
 def test_a_wait_rides_out_throttled_reads_and_times_out_on_its_own(driver: AwsDriver, emulator: Ec2Emulator,
                                                                     specs: Specs) -> None:
-    [node] = order_cluster(driver, plan(driver, specs.cluster_spec(count=1)), policy=FAST, wait=False)
+    [node] = order_cluster(driver, node_specs_for(driver, specs.cluster_spec(count=1)), policy=FAST, wait=False)
     emulator.set_faults(throttle=0.5, seed=4)
     [running] = driver.wait([node.id], NodeState.RUNNING, timeout=60, poll=0.01)
     assert running.state == NodeState.RUNNING
@@ -47,7 +47,7 @@ def test_a_wait_rides_out_throttled_reads_and_times_out_on_its_own(driver: AwsDr
 
 
 def test_cluster_groups_are_deleted_through_a_storm(driver: AwsDriver, emulator: Ec2Emulator, specs: Specs) -> None:
-    nodes = order_cluster(driver, plan(driver, specs.cluster_spec(count=2)), policy=FAST)
+    nodes = order_cluster(driver, node_specs_for(driver, specs.cluster_spec(count=2)), policy=FAST)
     emulator.set_faults(throttle=0.6, server_error=0.05, seed=8)
     assert sorted(release_cluster(driver, specs.cluster, policy=FAST)) == sorted(n.id for n in nodes)
     emulator.set_faults()

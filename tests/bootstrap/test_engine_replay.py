@@ -221,7 +221,7 @@ class _SlowStep(Step[_NoSettings]):
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         return [FileContent("/etc/slow-done")]
 
-    def plan(self, ctx: StepContext, facts: FactValues) -> Any:
+    def actions(self, ctx: StepContext, facts: FactValues) -> Any:
         if facts[FileContent("/etc/slow-done")] is not None:
             yield NoOp("done")
         else:
@@ -291,7 +291,7 @@ def test_a_specs_hosts_are_its_running_nodes_only(tmp_path: Path, options: RunOp
     from metalfleet.bootstrap import live_inventory
     from metalfleet.providers.errors import InvalidSpecError
     from metalfleet.providers.fake import FakeDriver
-    from metalfleet.providers.fleet import order_cluster, plan
+    from metalfleet.providers.fleet import node_specs_for, order_cluster
     from metalfleet.providers.spec import parse_spec
 
     state, addresses = tmp_path / "fake.json", ["10.0.0.10", "10.0.0.11", "10.0.0.12"]
@@ -299,7 +299,7 @@ def test_a_specs_hosts_are_its_running_nodes_only(tmp_path: Path, options: RunOp
            "image": "img-1", "ssh": {"user": "ubuntu"}}
     spec = parse_spec(doc)
     driver = FakeDriver(state_path=state, addresses=addresses)
-    specs = plan(driver, spec)
+    specs = node_specs_for(driver, spec)
     running = order_cluster(driver, specs[:2])
     FakeDriver(state_path=state, boot_seconds=3600, addresses=addresses).order(specs[2])  # still booting
     inv, nodes = live_inventory(spec, driver)

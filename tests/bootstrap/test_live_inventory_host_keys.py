@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from metalfleet.bootstrap import SshConnection, live_inventory
-from metalfleet.providers import NodeState, RetryPolicy, parse_spec, plan
+from metalfleet.providers import NodeState, RetryPolicy, node_specs_for, parse_spec
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.fleet import order_cluster
@@ -76,7 +76,7 @@ def test_live_hosts_carry_the_consoles_keys_and_a_fresh_known_hosts_connects(sim
     doc = _sim_spec("live-keys", key, known_hosts)
     spec = parse_spec(doc)
     ordering = AwsDriver(region=REGION, endpoint_url=sim.url, poll=0.02)
-    ordered = order_cluster(ordering, plan(ordering, spec))
+    ordered = order_cluster(ordering, node_specs_for(ordering, spec))
     try:
         sims = {h["instance_id"]: h for h in sim.sim_hosts()}
         assert sorted(sims) == sorted(n.id for n in ordered)
@@ -139,7 +139,7 @@ def test_a_console_without_keys_is_an_error_naming_the_options(ec2_emulator: Ec2
         "ssh": {"known_hosts": str(known_hosts)}}
     spec = parse_spec(doc)
     driver = AwsDriver(region=REGION, endpoint_url=ec2_emulator.url, poll=0.02)
-    [node] = order_cluster(driver, plan(driver, spec))
+    [node] = order_cluster(driver, node_specs_for(driver, spec))
     try:
         node = driver.wait([node.id], NodeState.RUNNING, timeout=30)[0]
         ec2_emulator.reset_faults()  # counters from here

@@ -97,9 +97,9 @@ def test_step_case(case: dict[str, Any]) -> None:
     facts = FactValues({f: f.parse(*_raw(case, f)) for f in step.facts(ctx)})
     if "error" in case:
         with pytest.raises(StepError, match=case["error"]):
-            list(step.plan(ctx, facts))
+            list(step.actions(ctx, facts))
         return
-    actions = list(step.plan(ctx, facts))
+    actions = list(step.actions(ctx, facts))
     texts = [_text(a) for a in actions]
     assert len(texts) == len(case["expect"]), "\n".join(texts)
     for want, got in zip(case["expect"], texts, strict=True):
@@ -111,7 +111,7 @@ def test_step_case(case: dict[str, Any]) -> None:
     for path, needles in case.get("absent", {}).items():
         assert not any(n in uploads[path] for n in needles)
     # A step plans, it never runs: planning twice from the same facts gives the same actions.
-    assert [_text(a) for a in step.plan(ctx, facts)] == texts
+    assert [_text(a) for a in step.actions(ctx, facts)] == texts
     assert all(isinstance(a, NoOp) or a.text for a in actions)
 
 

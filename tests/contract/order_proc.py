@@ -29,9 +29,9 @@ from metalfleet.providers import (
     Node,
     OrderFailed,
     RetryPolicy,
+    node_specs_for,
     order_cluster,
     parse_spec,
-    plan,
     release_cluster,
 )
 
@@ -99,7 +99,8 @@ def main() -> int:
     if job.get("rollback_pause"):
         driver = _PausingRelease(driver, float(job["rollback_pause"]))
     try:
-        nodes = order_cluster(driver, plan(driver, spec, policy=policy), max_workers=int(job.get("workers", 1)),
+        nodes = order_cluster(driver, node_specs_for(driver, spec, policy=policy),
+                              max_workers=int(job.get("workers", 1)),
                               on_ordered=on_ordered, policy=policy, timeout=60, lock=bool(job.get("lock", True)),
                               progress=progress)
     except OrderFailed as exc:

@@ -19,8 +19,8 @@ from metalfleet.providers import (
     NodeSpec,
     NodeState,
     OrderFailed,
+    node_specs_for,
     order_cluster,
-    plan,
     release_cluster,
 )
 from metalfleet.providers.contract import ClusterResourcesDriver, SubscriptionDriver
@@ -33,7 +33,7 @@ ORDER_PROC = Path(__file__).with_name("order_proc.py")
 
 def test_lifecycle_order_wait_get_list_release(harness: Harness, policy: CountingPolicy) -> None:
     driver = harness.driver()
-    [spec] = plan(driver, harness.spec(count=1))
+    [spec] = node_specs_for(driver, harness.spec(count=1))
 
     node = driver.order(spec)
     assert node.state in (NodeState.PENDING, NodeState.RUNNING)
@@ -62,12 +62,12 @@ def test_lifecycle_order_wait_get_list_release(harness: Harness, policy: Countin
 def test_rerun_with_same_keys_creates_nothing_new(harness: Harness, policy: CountingPolicy) -> None:
     driver = harness.driver()
     spec = harness.spec(count=3)
-    first = order_cluster(driver, plan(driver, spec), policy=policy, timeout=30)
+    first = order_cluster(driver, node_specs_for(driver, spec), policy=policy, timeout=30)
     assert len({n.id for n in first}) == 3
 
-    again = order_cluster(driver, plan(driver, spec), policy=policy, timeout=30)
+    again = order_cluster(driver, node_specs_for(driver, spec), policy=policy, timeout=30)
     fresh = harness.driver()  # no cache shared with the first driver: only the keys can match
-    third = order_cluster(fresh, plan(fresh, spec), policy=policy, timeout=30)
+    third = order_cluster(fresh, node_specs_for(fresh, spec), policy=policy, timeout=30)
 
     assert [n.id for n in again] == [n.id for n in first]
     assert [n.id for n in third] == [n.id for n in first]
@@ -124,7 +124,7 @@ def test_order_killed_mid_way_then_rerun_leaves_exactly_the_nodes(harness: Harne
 def test_throttling_at_30_percent_still_completes(harness: Harness, policy: CountingPolicy) -> None:
     driver = harness.driver(throttle=0.3, seed=11)
     spec = harness.spec(count=4)
-    nodes = order_cluster(driver, plan(driver, spec), policy=policy, timeout=60, max_workers=4)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=policy, timeout=60, max_workers=4)
     assert len({n.id for n in nodes}) == 4
     assert all(n.state == NodeState.RUNNING for n in nodes)
     if harness.emulator is not None:
@@ -143,7 +143,7 @@ def test_throttling_at_30_percent_still_completes(harness: Harness, policy: Coun
 def test_capacity_error_names_the_zone_and_leaves_no_half_cluster(harness: Harness, policy: CountingPolicy) -> None:
     driver = harness.driver(capacity=1)
     spec = harness.spec(count=3)
-    specs = plan(driver, spec)
+    specs = node_specs_for(driver, spec)
 
     with pytest.raises(OrderFailed) as info:
         order_cluster(driver, specs, policy=policy, timeout=30)
@@ -163,7 +163,7 @@ def test_capacity_error_names_the_zone_and_leaves_no_half_cluster(harness: Harne
 
 def test_bad_spec_is_refused_before_any_api_call(harness: Harness) -> None:
     driver = harness.driver()
-    [good] = plan(driver, harness.spec(count=1))
+    [good] = node_specs_for(driver, harness.spec(count=1))
     bad = NodeSpec(**{**{f: getattr(good, f) for f in good.__dataclass_fields__}, "image": ""})
 
     before = harness.api_calls(driver)
@@ -187,7 +187,7 @@ def test_bad_spec_is_refused_before_any_api_call(harness: Harness) -> None:
 def test_unknown_offering_in_cluster_spec_fails_planning_without_buying(harness: Harness) -> None:
     driver = harness.driver()
     with pytest.raises(InvalidSpecError) as info:
-        plan(driver, harness.spec(count=2, offering="nope.8xnothing"))
+        node_specs_for(driver, harness.spec(count=2, offering="nope.8xnothing"))
     assert info.value.field == "offering"
     assert "nope.8xnothing" in str(info.value)
     if harness.emulator is not None:  # offerings() may read the catalogue; nothing is created
@@ -197,9 +197,10 @@ def test_unknown_offering_in_cluster_spec_fails_planning_without_buying(harness:
 
 def test_release_cluster_releases_only_that_cluster(harness: Harness, policy: CountingPolicy) -> None:
     driver = harness.driver()
-    mine = order_cluster(driver, plan(driver, harness.spec(count=2)), policy=policy, timeout=30)
+    mine = order_cluster(driver, node_specs_for(driver, harness.spec(count=2)), policy=policy, timeout=30)
     other_name = harness.cluster + "-b"
-    other = order_cluster(driver, plan(driver, harness.spec(count=1, name=other_name)), policy=policy, timeout=30)
+    other = order_cluster(driver, node_specs_for(driver, harness.spec(count=1, name=other_name)), policy=policy,
+                          timeout=30)
 
     released = release_cluster(driver, harness.cluster, policy=policy, unsubscribe=True)
 
@@ -239,7 +240,7 @@ def test_release_killed_mid_way_then_rerun_leaves_nothing(harness: Harness, poli
     half-done state. Subscriptions included where the platform sells them (the release ends them)."""
     driver = harness.driver()
     spec = harness.subscription_spec(count=3) or harness.spec(count=3)
-    nodes = order_cluster(driver, plan(driver, spec), policy=policy, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=policy, timeout=60)
     job = {"driver": harness.driver_config(), "spec": spec.model_dump(mode="json"), "mode": "release",
            "pause": 30, "wait": when == "between-releases"}
     proc = subprocess.Popen([sys.executable, str(ORDER_PROC), json.dumps(job)], stdout=subprocess.PIPE, text=True,
@@ -264,14 +265,14 @@ def test_subscriptions_are_released_only_when_opted_in(harness: Harness, policy:
     spec = harness.subscription_spec(count=2)
     if spec is None:
         with pytest.raises(InvalidSpecError) as refused:
-            plan(driver, harness.spec(count=2, capacity={"billing": "monthly"}))
+            node_specs_for(driver, harness.spec(count=2, capacity={"billing": "monthly"}))
         assert refused.value.field == "capacity.billing"
         if harness.emulator is not None:
             assert harness.emulator.calls(harness.create_action) == 0
         assert driver.list_nodes(harness.cluster) == []
         return
     assert isinstance(driver, SubscriptionDriver)
-    nodes = order_cluster(driver, plan(driver, spec), policy=policy, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=policy, timeout=60)
     ids = sorted(n.id for n in nodes)
     subs = driver.subscriptions(ids)
     assert sorted(s.node_id for s in subs) == ids

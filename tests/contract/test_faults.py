@@ -27,8 +27,8 @@ from metalfleet.providers import (
     OperationTimeout,
     OrderFailed,
     RetryPolicy,
+    node_specs_for,
     order_cluster,
-    plan,
 )
 from metalfleet.providers.fleet import release_cluster
 from metalfleet.providers.runstate import leftovers
@@ -133,7 +133,7 @@ def test_a_storm_is_ridden_out_and_its_release_leaves_nothing(harness: Harness) 
     h = harness
     driver = h.driver()
     storm(h)
-    nodes = order_cluster(driver, plan(driver, h.spec(count=3), policy=fast()), policy=fast(), timeout=120)
+    nodes = order_cluster(driver, node_specs_for(driver, h.spec(count=3), policy=fast()), policy=fast(), timeout=120)
     assert all(n.state == NodeState.RUNNING for n in nodes)
     assert sum(h.fault_stats().values()) > 0, "the storm should have hit"
     _assert_exactly(h, [n.id for n in nodes], 3)
@@ -150,7 +150,7 @@ def test_a_throttle_on_the_first_call_does_not_end_the_order(harness: Harness) -
     driver = h.driver()
     first = "DescribeInstanceTypes" if h.kind != "huawei" else "ListBaremetalFlavorDetailExtends"
     h.faults(script=[{"action": first, "code": h.throttle_code, "status": h.throttle_status, "times": 1}])
-    specs = plan(driver, h.spec(count=1), policy=fast())
+    specs = node_specs_for(driver, h.spec(count=1), policy=fast())
     assert len(specs) == 1
     assert h.fault_stats().get(h.throttle_code) == 1, "the throttle should have met the offerings read"
     assert h.emulator is not None and h.emulator.calls(first) == 2, "read once, throttled, read again"
@@ -164,7 +164,7 @@ def test_lost_create_answers_buy_nothing_twice(harness: Harness) -> None:
     driver = h.driver()
     h.faults(lost_response=0.5, actions=[h.create_action], seed=3)
     count = 4 if h.kind == "ipmi" else 3  # every host of the pool, so its Redfish ones are among them
-    nodes = order_cluster(driver, plan(driver, h.spec(count=count)), policy=fast(), timeout=120)
+    nodes = order_cluster(driver, node_specs_for(driver, h.spec(count=count)), policy=fast(), timeout=120)
     assert h.fault_stats().get("LostResponse", 0) > 0
     _assert_exactly(h, [n.id for n in nodes], count)
     release_cluster(h.driver(), h.cluster, policy=fast(), unsubscribe=True)
@@ -198,7 +198,7 @@ def test_a_wait_and_rollback_that_cannot_finish_name_every_node_left(harness: Ha
             h.faults(throttle=1.0)
 
     with pytest.raises(OrderFailed) as info:
-        order_cluster(driver, plan(driver, h.spec(count=count)), policy=fast(deadline=2.0), timeout=8,
+        order_cluster(driver, node_specs_for(driver, h.spec(count=count)), policy=fast(deadline=2.0), timeout=8,
                       on_ordered=on_ordered, max_workers=count if when == "wait" else 1)
     exc = info.value
     assert exc.cause.retryable or isinstance(exc.cause, OperationTimeout), exc.cause
@@ -220,7 +220,7 @@ def test_a_throttled_rollback_is_retried_and_keeps_the_cause(harness: Harness) -
     h = harness
     driver = h.driver(capacity=1, throttle=0.4, seed=9)
     with pytest.raises(OrderFailed) as info:
-        order_cluster(driver, plan(driver, h.spec(count=3), policy=fast()), policy=fast(), timeout=120)
+        order_cluster(driver, node_specs_for(driver, h.spec(count=3), policy=fast()), policy=fast(), timeout=120)
     exc = info.value
     assert isinstance(exc.cause, CapacityError), exc.cause
     assert len(exc.released) == 1 and exc.kept == [] and exc.leftovers == {}
@@ -236,11 +236,11 @@ def test_a_failed_scale_up_keeps_what_existed(harness: Harness) -> None:
     it made; the 2 from before and the cluster's shared resources stay."""
     h = harness
     driver = h.driver()
-    first = order_cluster(driver, plan(driver, h.spec(count=2)), policy=fast(), timeout=60)
+    first = order_cluster(driver, node_specs_for(driver, h.spec(count=2)), policy=fast(), timeout=60)
     shared = h.made_for(h.cluster)
     bigger = h.driver(capacity=3 if h.kind in ("ipmi", "fake") else 1)  # the fake and the pool: in all
     with pytest.raises(OrderFailed) as info:
-        order_cluster(bigger, plan(bigger, h.spec(count=4)), policy=fast(), timeout=60)
+        order_cluster(bigger, node_specs_for(bigger, h.spec(count=4)), policy=fast(), timeout=60)
     exc = info.value
     assert isinstance(exc.cause, CapacityError), exc.cause
     assert sorted(exc.existing) == sorted(n.id for n in first)

@@ -21,9 +21,9 @@ from metalfleet.providers import (
     RetryPolicy,
     TransientError,
     get_driver,
+    node_specs_for,
     order_cluster,
     parse_spec,
-    plan,
     release_cluster,
 )
 from metalfleet.providers.huawei import SOLD_BILLING, HuaweiDriver, billing_problem
@@ -43,7 +43,7 @@ def _lookups(emulator: HuaweiEmulator) -> list[dict[str, str]]:
 def test_a_create_whose_answer_is_lost_is_found_by_its_name_and_key(huawei_emulator: HuaweiEmulator) -> None:
     huawei_emulator.set_faults(lost_response=1.0, actions=["CreateBareMetalServers"], seed=1)
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("lost-1", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("lost-1", 1)))
     node = driver.order(spec)
     assert huawei_emulator.stats()["faults"] == {"LostResponse": 1}
     assert huawei_emulator.calls("CreateBareMetalServers") == 1
@@ -59,7 +59,7 @@ def test_a_lost_answer_past_the_grace_is_retried_and_buys_nothing_twice(huawei_e
                                         "after": 1, "times": 1}],
                                lost_response=1.0, actions=["CreateBareMetalServers"], seed=1)
     driver = huawei_driver(huawei_emulator, lost_answer_grace=0.0)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("lost-2", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("lost-2", 1)))
     with pytest.raises(TransientError):
         driver.order(spec)  # the answer was lost and the one look after it failed too
     node = FAST.call(driver.order, spec)  # the retry looks first: the server the lost call ordered
@@ -70,10 +70,11 @@ def test_a_lost_answer_past_the_grace_is_retried_and_buys_nothing_twice(huawei_e
 def test_a_rerun_with_a_fresh_driver_orders_nothing(huawei_emulator: HuaweiEmulator) -> None:
     spec = parse_spec(huawei_spec_data("rerun", 3))
     first = huawei_driver(huawei_emulator)
-    nodes = order_cluster(first, plan(first, spec), policy=FAST, timeout=30)
+    nodes = order_cluster(first, node_specs_for(first, spec), policy=FAST, timeout=30)
     creates = huawei_emulator.calls("CreateBareMetalServers")
     again = huawei_driver(huawei_emulator)
-    assert [n.id for n in order_cluster(again, plan(again, spec), policy=FAST, timeout=30)] == [n.id for n in nodes]
+    reordered = order_cluster(again, node_specs_for(again, spec), policy=FAST, timeout=30)
+    assert [n.id for n in reordered] == [n.id for n in nodes]
     assert huawei_emulator.calls("CreateBareMetalServers") == creates == 3
     assert release_cluster(again, "rerun", policy=FAST, unsubscribe=True)
 
@@ -84,7 +85,7 @@ def test_look_alike_servers_are_not_taken_for_the_node(huawei_emulator: HuaweiEm
     from huaweicloudsdkbms.v1 import CreateBareMetalServersRequest
 
     driver = huawei_driver(huawei_emulator)
-    specs = plan(driver, parse_spec(huawei_spec_data("look", 11)))
+    specs = node_specs_for(driver, parse_spec(huawei_spec_data("look", 11)))
     tenth = driver.order(specs[10])
     assert tenth.name == "look-10"
     body = driver.create_request(specs[1])  # a server named look-1 that metalfleet did not order (no key tag)
@@ -105,7 +106,7 @@ def test_an_order_returns_once_its_bss_order_is_completed(huawei_emulator: Huawe
     huawei_emulator.set_faults(script=[{"action": "ShowCustomerOrderDetails", "code": "APIGW.0308", "status": 429,
                                         "times": 3}])
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("paid", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("paid", 1)))
     node = driver.order(spec)  # throttled order reads are ridden out, no retry policy around it
     assert node.state == NodeState.RUNNING and node.extra["charging_mode"] == "1"
     order_id = node.extra["order_id"]
@@ -122,7 +123,7 @@ def test_an_order_returns_once_its_bss_order_is_completed(huawei_emulator: Huawe
 def test_what_bms_sells_is_ordered_prepaid(huawei_emulator: HuaweiEmulator, billing: str,
                                           period: tuple[str, int]) -> None:
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec({**huawei_spec_data(f"sold-{billing.replace('_', '-')}", 1),
+    [spec] = node_specs_for(driver, parse_spec({**huawei_spec_data(f"sold-{billing.replace('_', '-')}", 1),
                                       "capacity": {"billing": billing, "release_subscriptions": True}}))
     assert driver.create_request(spec)["server"]["extendparam"] == {
         "chargingMode": "prePaid", "periodType": period[0], "periodNum": period[1], "isAutoRenew": "false",
@@ -143,7 +144,7 @@ def test_what_bms_does_not_sell_is_refused_offline_naming_capacity_billing(huawe
                                                                            billing: str) -> None:
     assert BillingModel(billing) not in SOLD_BILLING and billing_problem(BillingModel(billing))
     driver = huawei_driver(huawei_emulator)
-    [good] = plan(driver, parse_spec(huawei_spec_data("unsold", 1)))
+    [good] = node_specs_for(driver, parse_spec(huawei_spec_data("unsold", 1)))
     values = {f: getattr(good, f) for f in good.__dataclass_fields__}
     before = huawei_emulator.calls()
     with pytest.raises(InvalidSpecError) as info:
@@ -162,7 +163,7 @@ def test_the_sold_billing_models_are_the_yearly_monthly_ones() -> None:
 
 def test_bad_specs_name_their_field_offline(huawei_emulator: HuaweiEmulator) -> None:
     driver = huawei_driver(huawei_emulator)
-    [good] = plan(driver, parse_spec(huawei_spec_data("bad", 1)))
+    [good] = node_specs_for(driver, parse_spec(huawei_spec_data("bad", 1)))
     before = huawei_emulator.calls()
     cases: dict[str, dict[str, object]] = {"network.security_group_ids": {"security_group_ids": ()},
              "network.ssh_ingress_cidrs": {"ssh_ingress_cidrs": ("127.0.0.1/32",)},
@@ -188,7 +189,7 @@ def test_ordering_needs_the_user_and_account_ids(huawei_emulator: HuaweiEmulator
     monkeypatch.delenv("METALFLEET_HUAWEI_USER_ID")
     monkeypatch.delenv("HUAWEICLOUD_SDK_DOMAIN_ID")
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("ids", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("ids", 1)))
     with pytest.raises(AuthError) as info:
         driver.order(spec)
     assert info.value.code == "NoUserId"
@@ -200,7 +201,8 @@ def test_ordering_needs_the_user_and_account_ids(huawei_emulator: HuaweiEmulator
 
 def test_set_tags_adds_overwrites_and_keeps_the_others(huawei_emulator: HuaweiEmulator) -> None:
     driver = huawei_driver(huawei_emulator)
-    [node] = order_cluster(driver, plan(driver, parse_spec(huawei_spec_data("tags", 1))), policy=FAST, timeout=30)
+    [node] = order_cluster(driver, node_specs_for(driver, parse_spec(huawei_spec_data("tags", 1))), policy=FAST,
+                           timeout=30)
     driver.set_tags(node.id, {"metalfleet:acceptance": "passed"})
     driver.set_tags(node.id, {"metalfleet:acceptance": "quarantined",
                               "metalfleet:acceptance-reason": "npu 3: HBM <low>, see /var/log"})
@@ -229,7 +231,7 @@ def test_the_create_request_has_the_shape_the_sdk_sends(huawei_emulator: HuaweiE
     create = next(c for c in captured if c["method"] == "POST" and c["path"].endswith("/baremetalservers"))
     sdk_server = json.loads(create["body"])["server"]
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec({**huawei_spec_data("shape", 1),
+    [spec] = node_specs_for(driver, parse_spec({**huawei_spec_data("shape", 1),
                                       "storage": {"kms_key_id": "0f0e0d0c-0b0a-4908-8706-050403020100",
                                                   "data": [{"size_gib": 1000}]}}))
     ours = driver.create_request(spec)["server"]
@@ -277,7 +279,7 @@ def test_the_cluster_spec_refuses_tags_huawei_would_refuse() -> None:
 def test_wait_rides_out_throttled_reads(huawei_emulator: HuaweiEmulator) -> None:
     """BMS has no batch status call: a poll is one read per server, and a throttled read only skips that round."""
     driver = huawei_driver(huawei_emulator)
-    nodes = order_cluster(driver, plan(driver, parse_spec(huawei_spec_data("wait-429", 2))), policy=FAST,
+    nodes = order_cluster(driver, node_specs_for(driver, parse_spec(huawei_spec_data("wait-429", 2))), policy=FAST,
                           timeout=30, wait=False)
     huawei_emulator.set_faults(script=[{"action": "ShowBaremetalServerDetails", "code": "APIGW.0308",
                                         "status": 429, "times": 4}])

@@ -18,9 +18,9 @@ from metalfleet.providers import (
     RateLimitedError,
     RetryPolicy,
     TransientError,
+    node_specs_for,
     order_cluster,
     parse_spec,
-    plan,
     release_cluster,
 )
 from metalfleet.providers.fleet import OrderFailed
@@ -101,7 +101,7 @@ def test_no_stock_is_a_capacity_error_naming_the_az_and_flavor(huawei_emulator: 
     huawei_emulator.set_stock(ZONE, FLAVOR, 0)
     driver = huawei_driver(huawei_emulator)
     assert driver.offerings()[0].extra["az_status"][ZONE] == "sellout"
-    [spec] = plan(driver, parse_spec(huawei_spec_data("err-stock", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("err-stock", 1)))
     with pytest.raises(CapacityError) as info:
         driver.order(spec)
     assert info.value.zone == ZONE and ZONE in str(info.value) and FLAVOR in str(info.value)
@@ -112,7 +112,7 @@ def test_no_stock_is_a_capacity_error_naming_the_az_and_flavor(huawei_emulator: 
 def test_quota_is_a_quota_error(huawei_emulator: HuaweiEmulator) -> None:
     huawei_emulator.set_quota(0)
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("err-quota", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("err-quota", 1)))
     with pytest.raises(QuotaError) as info:
         driver.order(spec)
     assert info.value.code == "BMS.0006" and not info.value.retryable
@@ -121,7 +121,7 @@ def test_quota_is_a_quota_error(huawei_emulator: HuaweiEmulator) -> None:
 def test_an_image_bms_does_not_know_names_the_image_field(huawei_emulator: HuaweiEmulator) -> None:
     driver = huawei_driver(huawei_emulator)
     other = str(uuid.UUID(int=7))
-    [spec] = plan(driver, parse_spec({**huawei_spec_data("err-image", 1), "image": other}))
+    [spec] = node_specs_for(driver, parse_spec({**huawei_spec_data("err-image", 1), "image": other}))
     with pytest.raises(InvalidSpecError) as info:
         driver.order(spec)
     assert info.value.field == "image" and info.value.code == "BMS.0010"
@@ -144,7 +144,7 @@ def test_an_unknown_server_is_not_found(huawei_emulator: HuaweiEmulator) -> None
 def test_a_failed_job_fails_the_order_with_its_reason(huawei_emulator: HuaweiEmulator) -> None:
     huawei_emulator.set_faults(fail_jobs="Fail to operate baremetal server, reason: flavor is sold out.")
     driver = huawei_driver(huawei_emulator)
-    specs = plan(driver, parse_spec(huawei_spec_data("err-job", 1)))
+    specs = node_specs_for(driver, parse_spec(huawei_spec_data("err-job", 1)))
     policy = RetryPolicy(attempts=2, base=0.001, cap=0.01)
     with pytest.raises(OrderFailed) as info:  # kept: the failed server stays for a look
         order_cluster(driver, specs, timeout=20, policy=policy, rollback=False)
@@ -157,7 +157,8 @@ def test_a_failed_job_fails_the_order_with_its_reason(huawei_emulator: HuaweiEmu
     assert release_cluster(driver, "err-job", unsubscribe=True) == [failed.id]
     assert driver.list_nodes("err-job") == []
     with pytest.raises(OrderFailed) as rolled:  # rolled back (the spec opts in to ending subscriptions)
-        order_cluster(driver, plan(driver, parse_spec(huawei_spec_data("err-job-2", 1))), timeout=20, policy=policy)
+        order_cluster(driver, node_specs_for(driver, parse_spec(huawei_spec_data("err-job-2", 1))), timeout=20,
+                      policy=policy)
     assert "sold out" in str(rolled.value) and len(rolled.value.released) == 1
     assert driver.list_nodes("err-job-2") == []
 
@@ -165,7 +166,7 @@ def test_a_failed_job_fails_the_order_with_its_reason(huawei_emulator: HuaweiEmu
 def test_following_a_failed_job_raises_its_error(huawei_emulator: HuaweiEmulator) -> None:
     huawei_emulator.set_faults(fail_jobs="Fail to operate baremetal server, reason: flavor is sold out.")
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("err-follow", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("err-follow", 1)))
     node = driver.order(spec)  # the job names its server at once; the failure comes when the job ends
     job_id = _last_job(huawei_emulator)
     with pytest.raises(CapacityError) as info:

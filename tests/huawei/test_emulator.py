@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import RetryPolicy, order_cluster, parse_spec, plan, release_cluster
+from metalfleet.providers import RetryPolicy, node_specs_for, order_cluster, parse_spec, release_cluster
 from metalfleet.testing.huawei import (
     DOMAIN_ID,
     PROJECT_ID,
@@ -76,7 +76,7 @@ def _get(emulator: HuaweiEmulator, path: str, *, sk: str = TEST_SK, bss: bool = 
 
 def test_answers_have_the_shapes_the_sdk_models_read(huawei_emulator: HuaweiEmulator) -> None:
     driver = huawei_driver(huawei_emulator)
-    nodes = order_cluster(driver, plan(driver, parse_spec(huawei_spec_data("shapes", 2))), timeout=30,
+    nodes = order_cluster(driver, node_specs_for(driver, parse_spec(huawei_spec_data("shapes", 2))), timeout=30,
                           policy=RetryPolicy(attempts=4, base=0.001, cap=0.01))
     base = f"/v1/{PROJECT_ID}"
     flavors = _get(huawei_emulator, f"{base}/baremetalservers/flavors")

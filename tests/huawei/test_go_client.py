@@ -10,7 +10,7 @@ import json
 import subprocess
 from typing import Any
 
-from metalfleet.providers import parse_spec, plan
+from metalfleet.providers import node_specs_for, parse_spec
 from metalfleet.testing import reference
 from metalfleet.testing.huawei import DOMAIN_ID, PROJECT_ID, TEST_AK, TEST_SK, HuaweiEmulator
 from tests.emulators.huawei_fixtures import huawei_driver, huawei_spec_data
@@ -28,7 +28,7 @@ def test_the_official_go_sdk_runs_the_driver_flow_and_is_refused_as_the_referenc
         huawei_emulator: HuaweiEmulator) -> None:
     binary = require_go_client("huawei_go")
     driver = huawei_driver(huawei_emulator)
-    [spec] = plan(driver, parse_spec(huawei_spec_data("go-client", 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data("go-client", 1)))
     create = driver.create_request(spec)
     job = {"endpoint": huawei_emulator.url, "ak": TEST_AK, "sk": TEST_SK, "project_id": PROJECT_ID,
            "domain_id": DOMAIN_ID, "create": create, "timeout_s": 60,

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import NodeState, parse_spec, plan
+from metalfleet.providers import NodeState, node_specs_for, parse_spec
 from metalfleet.providers.huawei.pricing import HuaweiPriceInquiry
 from metalfleet.testing import reference
 from metalfleet.testing.huawei import (
@@ -126,7 +126,7 @@ class World:
 
 def _order_server(emulator: HuaweiEmulator, name: str) -> World:
     driver = huawei_driver(emulator)
-    [spec] = plan(driver, parse_spec({**huawei_spec_data(name, 1), "storage": {
+    [spec] = node_specs_for(driver, parse_spec({**huawei_spec_data(name, 1), "storage": {
         "kms_key_id": "0f0e0d0c-0b0a-4908-8706-050403020100", "data": [{"size_gib": 100}]}}))
     node = driver.order(spec)
     job = emulator.requests("ShowJobInfos")[-1]["params"]["path"]["job_id"]
@@ -162,7 +162,7 @@ def base(op: str, emulator: HuaweiEmulator) -> Call:
         return Call(op, "GET", f"{BMS}/baremetalservers/flavors")
     if op == "CreateBareMetalServers":
         driver = huawei_driver(emulator)
-        [spec] = plan(driver, parse_spec(huawei_spec_data(f"probe-{uuid.uuid4().hex[:6]}", 1)))
+        [spec] = node_specs_for(driver, parse_spec(huawei_spec_data(f"probe-{uuid.uuid4().hex[:6]}", 1)))
         return Call(op, "POST", f"{BMS}/baremetalservers", body=driver.create_request(spec))
     if op == "ListBareMetalServers":
         return Call(op, "GET", f"{BMS}/baremetalservers/detail", query={"limit": "10", "offset": "1"})
@@ -303,7 +303,7 @@ def driver_flow(huawei_emulator: HuaweiEmulator) -> list[dict[str, Any]]:
 
     driver = huawei_driver(huawei_emulator)
     assert driver.offerings()
-    [spec] = plan(driver, parse_spec({**huawei_spec_data("sends", 1),
+    [spec] = node_specs_for(driver, parse_spec({**huawei_spec_data("sends", 1),
                                       "storage": {"kms_key_id": "0f0e0d0c-0b0a-4908-8706-050403020100",
                                                   "data": [{"size_gib": 200}]}}))
     node = driver.order(dataclasses.replace(spec, user_data="#cloud-config\n{}"))

@@ -24,9 +24,9 @@ from metalfleet.providers import (
     RateLimitedError,
     RetryPolicy,
     TransientError,
+    node_specs_for,
     order_cluster,
     parse_spec,
-    plan,
 )
 from metalfleet.providers.huawei import HuaweiDriver
 from metalfleet.providers.huawei.errors import translate_sdk_error
@@ -44,7 +44,7 @@ NO_HANG = 30.0
 
 
 def _one(driver: HuaweiDriver, name: str) -> NodeSpec:
-    [spec] = plan(driver, parse_spec(huawei_spec_data(name, 1)))
+    [spec] = node_specs_for(driver, parse_spec(huawei_spec_data(name, 1)))
     return spec
 
 
@@ -162,7 +162,7 @@ def test_a_create_whose_answer_times_out_is_transient_and_found(huawei_emulator:
 # -- waits ride out throttled reads, and end in bounded time when the storm outlasts them -----------------------------
 def test_a_wait_rides_out_half_of_its_reads_throttled(huawei_emulator: HuaweiEmulator) -> None:
     driver = huawei_driver(huawei_emulator)
-    specs = plan(driver, parse_spec(huawei_spec_data("storm-wait", 3)))
+    specs = node_specs_for(driver, parse_spec(huawei_spec_data("storm-wait", 3)))
     nodes = order_cluster(driver, specs, wait=False, policy=FAST)
     for n in nodes:
         driver.release(n.id, wait=False, unsubscribe=True)
@@ -201,7 +201,7 @@ def test_an_order_whose_status_reads_are_all_throttled_ends_at_its_job_timeout(
 
 def test_an_order_rides_out_half_of_its_calls_throttled(huawei_emulator: HuaweiEmulator) -> None:
     driver = huawei_driver(huawei_emulator)
-    specs = plan(driver, parse_spec(huawei_spec_data("storm-half", 4)))
+    specs = node_specs_for(driver, parse_spec(huawei_spec_data("storm-half", 4)))
     huawei_emulator.set_faults(throttle=0.5, seed=11)
     nodes = order_cluster(driver, specs, policy=FAST, timeout=120)
     assert huawei_emulator.stats()["faults"].get("APIGW.0308", 0) > 4, "the storm never happened"
@@ -293,7 +293,7 @@ def test_two_runs_of_one_cluster_at_once_make_each_node_once(huawei_emulator: Hu
     huawei_emulator.set_faults(latency_ms=100)
     cluster = f"race-cluster-{machines}"
     drivers = [huawei_driver(huawei_emulator), huawei_driver(huawei_emulator)]
-    specs = [plan(d, parse_spec(huawei_spec_data(cluster, 4))) for d in drivers]
+    specs = [node_specs_for(d, parse_spec(huawei_spec_data(cluster, 4))) for d in drivers]
     barrier = threading.Barrier(2)
     results: list[list[str]] = []
     errors: list[BaseException] = []

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from metalfleet.providers import NodeState, RetryPolicy, order_cluster, parse_spec, plan, release_cluster
+from metalfleet.providers import NodeState, RetryPolicy, node_specs_for, order_cluster, parse_spec, release_cluster
 from metalfleet.providers.errors import SubscriptionError
 from metalfleet.providers.huawei import HuaweiDriver
 from metalfleet.providers.huawei.billing import FULL_REFUND_DAYS, Resource, subscription_of
@@ -21,7 +21,7 @@ FAST = RetryPolicy(attempts=8, base=0.001, cap=0.01)
 def _ordered(emulator: HuaweiEmulator, name: str, count: int = 1) -> tuple[HuaweiDriver, list[str]]:
     driver = huawei_driver(emulator)
     spec = parse_spec({**huawei_spec_data(name, count), "capacity": {"billing": "monthly"}})
-    nodes = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=30)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=30)
     return driver, [n.id for n in nodes]
 
 

@@ -26,8 +26,8 @@ from metalfleet.providers import (
     OrderFailed,
     ProviderError,
     TransientError,
+    node_specs_for,
     order_cluster,
-    plan,
     release_cluster,
 )
 from metalfleet.providers.contract import PowerDriver, PowerState
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.requires_root("the pool's simulated GPU hosts")
 def test_order_powers_hosts_on_through_their_bmcs_and_release_powers_them_off(
         driver: IpmiDriver, bmc_pool: BmcPool, cluster: str) -> None:
     assert [bmc_pool.power(h.name) for h in bmc_pool.hosts] == ["off"] * 4
-    nodes = order_cluster(driver, plan(driver, cluster_spec(cluster, count=4)), policy=FAST, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster, count=4)), policy=FAST, timeout=60)
 
     by_host = {n.extra["host"]: n for n in nodes}
     assert sorted(by_host) == ["host0", "host1", "host2", "host3"]
@@ -62,7 +62,8 @@ def test_order_powers_hosts_on_through_their_bmcs_and_release_powers_them_off(
     assert all(driver.get(n.id).state == NodeState.TERMINATED for n in nodes)
     assert driver.list_nodes(cluster) == []
     # the hosts are the pool's again: the next cluster claims them (as new nodes)
-    again = order_cluster(driver, plan(driver, cluster_spec(cluster + "-b", count=4)), policy=FAST, timeout=60)
+    again = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster + "-b", count=4)), policy=FAST,
+                          timeout=60)
     assert sorted(n.extra["host"] for n in again) == ["host0", "host1", "host2", "host3"]
     assert not {n.id for n in again} & {n.id for n in nodes}
     release_cluster(driver, cluster + "-b", policy=FAST)
@@ -80,7 +81,7 @@ def _simulator_power(pool: BmcPool, host: str, want: str, timeout: float = 5.0) 
 def test_power_capability_acts_and_waits_and_the_node_state_follows(driver: IpmiDriver, bmc_pool: BmcPool,
                                                                      cluster: str) -> None:
     assert isinstance(driver, PowerDriver)
-    nodes = order_cluster(driver, plan(driver, cluster_spec(cluster, count=3)), policy=FAST, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster, count=3)), policy=FAST, timeout=60)
     try:
         by_protocol = {bmc_pool[n.extra["host"]].protocol: n for n in nodes}  # which host a node gets may vary
         for node in (by_protocol["ipmi"], by_protocol["redfish"]):
@@ -105,7 +106,7 @@ def test_provisioning_hook_sets_a_one_time_pxe_boot_and_power_cycles(inventory: 
         driver.bmc(driver.pool.host(h)).set_power(PowerState.ON, timeout=30)  # type: ignore[arg-type]
     spec = cluster_spec(cluster, count=3)
     patches = len(bmc_pool.redfish.requests("PATCH /redfish/v1/Systems/{id}"))  # the pool is the session's
-    nodes = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=60)
     try:
         assert bmc_pool.boot_device("host0") == "pxe"
         log = bmc_pool.bmc_log("host0")
@@ -121,7 +122,7 @@ def test_provisioning_hook_sets_a_one_time_pxe_boot_and_power_cycles(inventory: 
         assert all(n.state == NodeState.RUNNING for n in nodes)
         # a re-run of the order finds its claims provisioned: no second re-imaging
         before = len(bmc_pool.bmc_log("host0"))
-        again = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=60)
+        again = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=60)
         assert [n.id for n in again] == [n.id for n in nodes]
         assert not any("set boot" in ln for ln in bmc_pool.bmc_log("host0")[before:])
     finally:
@@ -151,7 +152,7 @@ def test_a_wrong_bmc_password_is_an_auth_error_naming_the_host_never_retried(
     driver = IpmiDriver(inv, tmp_path / "claims.json", poll=0.05)
     policy = CountingPolicy()
     with pytest.raises(OrderFailed) as info:
-        order_cluster(driver, plan(driver, cluster_spec(cluster)), policy=policy, timeout=30)
+        order_cluster(driver, node_specs_for(driver, cluster_spec(cluster)), policy=policy, timeout=30)
     cause = info.value.cause
     assert isinstance(cause, AuthError) and not cause.retryable
     assert policy.retries == 0, "an auth error is never retried"
@@ -174,7 +175,7 @@ def test_an_unreachable_bmc_is_retried_then_fails_with_a_clear_error(inventory: 
     driver = IpmiDriver(inv, tmp_path / "claims.json", poll=0.05)
     policy = CountingPolicy(attempts=3)
     with pytest.raises(OrderFailed) as info:
-        order_cluster(driver, plan(driver, cluster_spec(cluster)), policy=policy, timeout=10)
+        order_cluster(driver, node_specs_for(driver, cluster_spec(cluster)), policy=policy, timeout=10)
     cause = info.value.cause
     assert isinstance(cause, TransientError)
     assert policy.retries == 2, "retried until the policy's attempts ran out"
@@ -197,7 +198,7 @@ def test_an_unreachable_ipmi_bmc_is_a_transient_error_naming_it(inventory: Path,
 
 def test_capacity_error_names_the_pool_and_the_offering(driver: IpmiDriver, cluster: str) -> None:
     with pytest.raises(OrderFailed) as info:
-        order_cluster(driver, plan(driver, cluster_spec(cluster, count=5)), policy=FAST, timeout=60)
+        order_cluster(driver, node_specs_for(driver, cluster_spec(cluster, count=5)), policy=FAST, timeout=60)
     cause = info.value.cause
     assert isinstance(cause, CapacityError) and cause.zone == POOL and not cause.retryable
     assert f"no free host in pool {POOL}" in str(cause) and "pool.8xh100-ib (8x H100, infiniband)" in str(cause)
@@ -207,14 +208,14 @@ def test_capacity_error_names_the_pool_and_the_offering(driver: IpmiDriver, clus
 
 CONCURRENT = textwrap.dedent("""
     import json, sys
-    from metalfleet.providers import RetryPolicy, parse_spec, plan, order_cluster, OrderFailed
+    from metalfleet.providers import RetryPolicy, parse_spec, node_specs_for, order_cluster, OrderFailed
     from metalfleet.providers.ipmi import IpmiDriver
     job = json.loads(sys.argv[1])
     driver = IpmiDriver(job["inventory"], job["claims"], poll=0.05)
     print("READY", flush=True)
     sys.stdin.readline()  # both start ordering at once
     try:
-        nodes = order_cluster(driver, plan(driver, parse_spec(job["spec"])), max_workers=3,
+        nodes = order_cluster(driver, node_specs_for(driver, parse_spec(job["spec"])), max_workers=3,
                               policy=RetryPolicy(attempts=3, base=0.01, cap=0.05), timeout=60)
         print("GOT " + json.dumps(sorted(n.extra["host"] for n in nodes)), flush=True)
     except OrderFailed as exc:
@@ -279,7 +280,7 @@ def test_no_bmc_password_in_logs_state_errors_or_pickles(driver: IpmiDriver, bmc
                                                          tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     secret = bmc_pool.password
     caplog.set_level(logging.DEBUG)
-    nodes = order_cluster(driver, plan(driver, cluster_spec(cluster, count=4)), policy=FAST, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster, count=4)), policy=FAST, timeout=60)
     driver.set_tags(nodes[0].id, {"metalfleet:acceptance": "passed"})
     texts = [json.dumps([n.to_dict() for n in nodes]), json.dumps([driver.get(n.id).to_dict() for n in nodes]),
              repr(driver), repr(driver.bmc(driver.pool.host("host0"))),  # type: ignore[arg-type]
@@ -302,12 +303,12 @@ def test_a_failed_power_supply_in_the_sel_quarantines_the_host(tmp_path: Path, c
             "power supply failure detected (sensor 0x01)"]
         assert driver.bmc(driver.pool.host("host1")).critical_events() == []  # type: ignore[arg-type]
 
-        [node] = order_cluster(driver, plan(driver, cluster_spec(cluster)), policy=FAST, timeout=60)
+        [node] = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster)), policy=FAST, timeout=60)
         assert node.extra["host"] == "host1", "the faulty host is never handed out"
         assert driver.quarantined() == {"host0": "BMC reports: power supply failure detected (sensor 0x01)"}
         assert pool.power("host0") == "off" and pool.power("host1") == "on"
         with pytest.raises(OrderFailed) as info:
-            order_cluster(driver, plan(driver, cluster_spec(cluster + "-b")), policy=FAST, timeout=60)
+            order_cluster(driver, node_specs_for(driver, cluster_spec(cluster + "-b")), policy=FAST, timeout=60)
         assert isinstance(info.value.cause, CapacityError) and "1 claimed, 1 quarantined" in str(info.value.cause)
         release_cluster(driver, cluster, policy=FAST)
         driver.clear_quarantine("host0")
@@ -326,7 +327,7 @@ def test_the_acceptance_gate_fails_a_node_whose_bmc_reports_a_critical_fault(
     spec = cluster_spec(cluster, count=2, ssh={"user": "ubuntu", "private_key": str(bmc_pool.fleet.client_key),
                                                "known_hosts": str(tmp_path / "known_hosts")},
                         acceptance={"threshold": 0.9})
-    nodes = order_cluster(driver, plan(driver, spec), policy=FAST, timeout=60)
+    nodes = order_cluster(driver, node_specs_for(driver, spec), policy=FAST, timeout=60)
     host0 = bmc_pool["host0"]
     ipmitool = ["ipmitool", "-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", str(host0.port), "-U", "admin", "-E"]
     env = {**os.environ, "IPMI_PASSWORD": bmc_pool.password}
@@ -369,11 +370,11 @@ def test_an_ipmi_bmc_that_only_agrees_to_a_weaker_cipher_suite_than_configured_i
 def test_release_power_on_leaves_the_host_running_and_returns_it(inventory: Path, tmp_path: Path,
                                                                  bmc_pool: BmcPool, cluster: str) -> None:
     driver = IpmiDriver(inventory, tmp_path / "claims.json", poll=0.05, release_power="on")
-    [node] = order_cluster(driver, plan(driver, cluster_spec(cluster)), policy=FAST, timeout=60)
+    [node] = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster)), policy=FAST, timeout=60)
     host = node.extra["host"]
     release_cluster(driver, cluster, policy=FAST)
     assert bmc_pool.power(host) == "on", "release_power: on leaves the host running"
     assert driver.get(node.id).state == NodeState.TERMINATED and driver.list_nodes(cluster) == []
-    [again] = order_cluster(driver, plan(driver, cluster_spec(cluster + "-b")), policy=FAST, timeout=60)
+    [again] = order_cluster(driver, node_specs_for(driver, cluster_spec(cluster + "-b")), policy=FAST, timeout=60)
     assert again.extra["host"] == host and again.id != node.id, "the host is the pool's again"
     release_cluster(driver, cluster + "-b", policy=FAST)

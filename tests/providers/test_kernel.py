@@ -19,9 +19,9 @@ from metalfleet.providers import (
     RetryPolicy,
     TransientError,
     get_driver,
+    node_specs_for,
     order_cluster,
     parse_spec,
-    plan,
     release_cluster,
 )
 from metalfleet.providers.fake import FakeDriver
@@ -93,17 +93,17 @@ def test_retry_policy_is_bounded() -> None:
 def test_requirements_pick_the_cheapest_fitting_offering() -> None:
     d = FakeDriver()
     spec = parse_spec({**SPEC, "offering": None, "requirements": {"min_gpus": 8}})
-    assert plan(d, spec)[0].offering == "fake.8xa100"
+    assert node_specs_for(d, spec)[0].offering == "fake.8xa100"
     spec = parse_spec({**SPEC, "offering": None, "requirements": {"gpu": "h100"}})
-    assert plan(d, spec)[0].offering == "fake.8xh100"
+    assert node_specs_for(d, spec)[0].offering == "fake.8xh100"
     with pytest.raises(InvalidSpecError) as exc:
-        plan(d, parse_spec({**SPEC, "offering": None, "requirements": {"gpu": "B200"}}))
+        node_specs_for(d, parse_spec({**SPEC, "offering": None, "requirements": {"gpu": "B200"}}))
     assert exc.value.field == "requirements"
 
 
 def test_order_cluster_fans_out_and_is_idempotent(tmp_path: Path) -> None:
     d = FakeDriver(state_path=tmp_path / "s.json", boot_seconds=0.05)
-    specs = plan(d, parse_spec(SPEC))
+    specs = node_specs_for(d, parse_spec(SPEC))
     seen = []
     nodes = order_cluster(d, specs, progress=lambda ns: seen.append([n.state for n in ns]))
     assert [n.state for n in nodes] == [NodeState.RUNNING] * 4
@@ -116,7 +116,7 @@ def test_order_cluster_fans_out_and_is_idempotent(tmp_path: Path) -> None:
 def test_capacity_failure_rolls_back_and_says_so(tmp_path: Path) -> None:
     d = FakeDriver(state_path=tmp_path / "s.json", capacity=2)
     with pytest.raises(OrderFailed) as exc:
-        order_cluster(d, plan(d, parse_spec(SPEC)))
+        order_cluster(d, node_specs_for(d, parse_spec(SPEC)))
     err = exc.value
     assert isinstance(err.cause, CapacityError)
     assert "2 of 4 node(s) failed" in str(err) and "released 2" in str(err)
@@ -125,6 +125,6 @@ def test_capacity_failure_rolls_back_and_says_so(tmp_path: Path) -> None:
 
 def test_throttled_calls_are_retried_to_completion(tmp_path: Path) -> None:
     d = FakeDriver(state_path=tmp_path / "s.json", throttle=0.3, seed=7)
-    nodes = order_cluster(d, plan(d, parse_spec(SPEC)), policy=RetryPolicy(attempts=30, base=0.001, cap=0.01))
+    nodes = order_cluster(d, node_specs_for(d, parse_spec(SPEC)), policy=RetryPolicy(attempts=30, base=0.001, cap=0.01))
     assert len({n.id for n in nodes}) == 4
     assert len(FakeDriver(state_path=tmp_path / "s.json").list_nodes("kern")) == 4

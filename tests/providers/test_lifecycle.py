@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from metalfleet.providers.fake import FakeDriver
-from metalfleet.providers.fleet import order_cluster, plan, resolve_offering
+from metalfleet.providers.fleet import node_specs_for, order_cluster, resolve_offering
 from metalfleet.providers.lifecycle import (
     ACCEPTANCE_TAG,
     GENERATION_TAG,
@@ -38,7 +38,7 @@ def spec_for(count: int, *, replace_failed: bool = True, budget: int = 2, name: 
 
 def cloud(tmp_path: Path, spec: ClusterSpec) -> tuple[FakeDriver, list[Node]]:
     driver = FakeDriver(state_path=tmp_path / "cloud.json")
-    return driver, order_cluster(driver, plan(driver, spec))
+    return driver, order_cluster(driver, node_specs_for(driver, spec))
 
 
 def made(tmp_path: Path) -> set[str]:

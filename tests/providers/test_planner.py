@@ -24,7 +24,7 @@ from metalfleet.providers.planner import (
     BLOCK_PLACEHOLDER,
     InfeasiblePlanError,
     parse_requirements,
-    plan,
+    recommend,
     spec_yaml,
 )
 from metalfleet.providers.spec import load_spec
@@ -73,7 +73,7 @@ SMALL = catalogue(
 
 
 def test_the_cheapest_feasible_option_wins_and_the_sums_are_hand_checked() -> None:
-    result = plan(req(gpu="H100", exchange_rates={"CNY": 0.14}), SMALL, today=TODAY)
+    result = recommend(req(gpu="H100", exchange_rates={"CNY": 0.14}), SMALL, today=TODAY)
     totals = {(o.provider, o.billing.value): round(o.total, 2) for o in result.options}
     assert totals == {
         ("aws", "on_demand"): 2 * 10.0 * 240,            # 4800: 2 nodes, 10 days by the hour
@@ -97,19 +97,19 @@ def test_the_cheapest_feasible_option_wins_and_the_sums_are_hand_checked() -> No
 
 
 def test_a_currency_without_a_rate_is_refused_never_guessed() -> None:
-    result = plan(req(gpu="H100"), SMALL, today=TODAY)
+    result = recommend(req(gpu="H100"), SMALL, today=TODAY)
     assert {o.provider for o in result.options} == {"aws"}
     assert "alibaba r2 ebm.h100 on_demand: priced in CNY, and exchange_rates gives no rate for CNY" in [
         str(r) for r in result.rejected]
     # the plan's own currency: every USD price converted at the given rate
-    in_cny = plan(req(gpu="H100", billing=["on_demand"], currency="CNY", exchange_rates={"USD": 7.0}), SMALL,
+    in_cny = recommend(req(gpu="H100", billing=["on_demand"], currency="CNY", exchange_rates={"USD": 7.0}), SMALL,
                   today=TODAY)
     assert [(o.provider, round(o.total, 2)) for o in in_cny.options] == [("alibaba", 2 * 50.0 * 240),
                                                                          ("aws", 2 * 10.0 * 7.0 * 240)]
 
 
 def test_storage_and_egress_are_costed_from_the_price_list_or_flagged_unpriced() -> None:
-    result = plan(req(gpu="H100", billing=["on_demand"], exchange_rates={"CNY": 0.14}, egress_tib=1,
+    result = recommend(req(gpu="H100", billing=["on_demand"], exchange_rates={"CNY": 0.14}, egress_tib=1,
                       storage={"shared_tib": 10, "block_gib_per_node": 1000}, duration={"months": 1}), SMALL,
                   today=TODAY)
     aws = next(o for o in result.options if o.provider == "aws")
@@ -125,44 +125,44 @@ def test_ties_are_ranked_by_name_and_reported() -> None:
     cat = catalogue([offering("aws", "b.h100"), offering("aws", "a.h100"), offering("aws", "c.h100")],
                     [price_list("aws", {"r1": {"a.h100": {"on_demand": 3.0}, "b.h100": {"on_demand": 3.0},
                                                "c.h100": {"on_demand": 3.5}}})])
-    result = plan(req(), cat, today=TODAY)
+    result = recommend(req(), cat, today=TODAY)
     assert [o.offering for o in result.ties] == ["a.h100", "b.h100"]
     assert [o.offering for o in result.options] == ["a.h100", "b.h100", "c.h100"]
 
 
 def test_an_infeasible_request_says_why() -> None:
-    result = plan(req(gpu="B200"), SMALL, today=TODAY)
+    result = recommend(req(gpu="B200"), SMALL, today=TODAY)
     assert not result.feasible and result.ties == ()
     with pytest.raises(InfeasiblePlanError) as exc:
         result.best  # noqa: B018
     assert "its GPU is H100, not B200 (3 options)" in str(exc.value)
     assert "aws big.h100: its GPU is H100, not B200" in exc.value.reasons
-    over = plan(req(gpu="H100", budget=1000, exchange_rates={"CNY": 0.14}), SMALL, today=TODAY)
+    over = recommend(req(gpu="H100", budget=1000, exchange_rates={"CNY": 0.14}), SMALL, today=TODAY)
     assert not over.feasible
     assert "aws r1 big.h100 capacity_block: costs 2,400.00 USD, over the budget of 1,000.00 USD" in [
         str(r) for r in over.rejected]
-    nowhere = plan(req(gpu="H100", regions=["eu-1"]), SMALL, today=TODAY)
+    nowhere = recommend(req(gpu="H100", regions=["eu-1"]), SMALL, today=TODAY)
     assert "aws big.h100: priced only in r1, not in the allowed regions" in [str(r) for r in nowhere.rejected]
-    no_billing = plan(req(gpu="H100", billing=["spot"], providers=["aws"]), SMALL, today=TODAY)
+    no_billing = recommend(req(gpu="H100", billing=["spot"], providers=["aws"]), SMALL, today=TODAY)
     assert "aws r1 big.h100: no price for an allowed billing model (priced: on_demand, reserved_1y, " \
            "capacity_block)" in [str(r) for r in no_billing.rejected]
 
 
 def test_fabric_any_warns_instead_of_refusing() -> None:
-    result = plan(req(gpu="H100", fabric="any", providers=["huawei"]), SMALL, today=TODAY)
+    result = recommend(req(gpu="H100", fabric="any", providers=["huawei"]), SMALL, today=TODAY)
     [pcie] = result.options
     assert any("no RDMA fabric for a 2-node job" in w for w in pcie.warnings)
     assert any(w.startswith("PCIe-only GPUs (no NVLink/NVSwitch)") for w in pcie.warnings)
-    listed = plan(req(gpu="H100", fabric=["erdma"], exchange_rates={"CNY": 0.14}), SMALL, today=TODAY)
+    listed = recommend(req(gpu="H100", fabric=["erdma"], exchange_rates={"CNY": 0.14}), SMALL, today=TODAY)
     assert {o.provider for o in listed.options} == {"alibaba"}
-    single = plan(req(gpus=8, gpu="H100", providers=["huawei"]), SMALL, today=TODAY)  # one node: no fabric needed
+    single = recommend(req(gpus=8, gpu="H100", providers=["huawei"]), SMALL, today=TODAY)  # one node: no fabric needed
     assert single.feasible and single.best.nodes == 1
 
 
 def test_a_priced_billing_model_the_platform_does_not_sell_is_refused_with_why() -> None:
     cat = catalogue([offering("huawei", "bms.h100")],
                     [price_list("huawei", {"r3": {"bms.h100": {"on_demand": 4.0, "monthly": 3.0}}}, currency="USD")])
-    result = plan(req(gpu="H100", providers=["huawei"], cluster={"image": "img-1"}), cat, today=TODAY)
+    result = recommend(req(gpu="H100", providers=["huawei"], cluster={"image": "img-1"}), cat, today=TODAY)
     assert [o.billing.value for o in result.options] == ["monthly"]
     [refused] = [r for r in result.rejected if r.billing is not None]
     assert refused.billing.value == "on_demand" and "yearly/monthly (prePaid) servers only" in refused.reason
@@ -175,19 +175,19 @@ def test_capacity_blocks_bill_whole_blocks_and_warn_when_shorter_than_the_run() 
                                 "max_instances": 4, "lead_days": 56}}
     cat = catalogue([offering("aws", "blk.h100", billing_terms=terms)],
                     [price_list("aws", {"r1": {"blk.h100": {"capacity_block": 1.0}}})])
-    month = plan(req(duration={"days": 30}), cat, today=TODAY).best
+    month = recommend(req(duration={"days": 30}), cat, today=TODAY).best
     assert month.billed_hours == 35 * 24 and "one 35-day Capacity Block" in month.lines[0].detail
-    long = plan(req(duration={"days": 200}), cat, today=TODAY).best
+    long = recommend(req(duration={"days": 200}), cat, today=TODAY).best
     assert long.billed_hours == (182 + 21) * 24  # one full block and the shortest one covering the last 18 days
     assert any(w.startswith("Capacity Block shorter than the run: a block lasts at most 182 days") for w in
                long.warnings)
-    too_many = plan(req(gpus=40), cat, today=TODAY)
+    too_many = recommend(req(gpus=40), cat, today=TODAY)
     assert [r.reason for r in too_many.rejected] == [
         "a Capacity Block holds at most 4 instances; the job needs 5"]
 
 
 def test_checklist_warnings_nvme_price_age_reservation_term() -> None:
-    result = plan(req(gpu="H100", providers=["aws"], billing=["reserved_1y"],
+    result = recommend(req(gpu="H100", providers=["aws"], billing=["reserved_1y"],
                       checks={"min_nvme_tib_per_node": 30, "max_price_age_days": 10}), SMALL, today=TODAY)
     warnings = result.best.warnings
     assert "27.3 TiB local NVMe per node, below 30 TiB" in warnings
@@ -200,7 +200,7 @@ def test_checklist_warnings_nvme_price_age_reservation_term() -> None:
 def test_prepaid_only_offerings_are_not_sold_by_the_hour() -> None:
     cat = catalogue([offering("alibaba", "pre.h100", billing_terms={"prepaid_only": True})],
                     [price_list("alibaba", {"r": {"pre.h100": {"on_demand": 1.0, "monthly": 500.0}}})])
-    result = plan(req(), cat, today=TODAY)
+    result = recommend(req(), cat, today=TODAY)
     assert [o.billing for o in result.options] == [BillingModel.MONTHLY]
     assert [str(r) for r in result.rejected] == ["alibaba r pre.h100 on_demand: sold prepaid only"]
 
@@ -233,7 +233,7 @@ def test_bad_requirements_name_the_field(data: dict[str, Any], field: str) -> No
 
 def test_an_unknown_provider_is_named() -> None:
     with pytest.raises(InvalidSpecError) as exc:
-        plan(req(providers=["aws", "awz"]), SMALL, today=TODAY)
+        recommend(req(providers=["aws", "awz"]), SMALL, today=TODAY)
     assert (exc.value.field, exc.value.value) == ("providers.1", "awz")
     assert "known: aws, alibaba, huawei" in str(exc.value)
 
@@ -242,7 +242,7 @@ def test_the_emitted_spec_round_trips_through_load_spec(tmp_path: Path) -> None:
     requirements = req(gpu="H100", providers=["aws"], billing=["on_demand"], storage={"block_gib_per_node": 500},
                        cluster={"name": "llm-h100", "tags": {"owner": "ml@example.com", "cost-center": "4711"},
                                 "spec": {"zone": "r1a", "network": {"subnet_id": "subnet-1"}}})
-    result = plan(requirements, SMALL, today=TODAY)
+    result = recommend(requirements, SMALL, today=TODAY)
     path = tmp_path / "cluster.yaml"
     path.write_text(spec_yaml(result.best, requirements, "req.yaml"))
     spec = load_spec(path)
@@ -259,31 +259,31 @@ def test_the_emitted_spec_round_trips_through_load_spec(tmp_path: Path) -> None:
 def test_the_spec_takes_the_first_zone_the_catalogue_lists() -> None:
     cat = catalogue([offering("aws", "z.h100", zones={"r1": ["r1b", "r1c"]})],
                     [price_list("aws", {"r1": {"z.h100": {"on_demand": 1.0}}})])
-    assert plan(req(), cat, today=TODAY).cluster_spec()["zone"] == "r1b"
+    assert recommend(req(), cat, today=TODAY).cluster_spec()["zone"] == "r1b"
     override = req(cluster={"spec": {"zone": "r1c"}})
-    assert plan(override, cat, today=TODAY).cluster_spec()["zone"] == "r1c"
+    assert recommend(override, cat, today=TODAY).cluster_spec()["zone"] == "r1c"
 
 
 def test_a_capacity_block_spec_carries_the_placeholder_and_other_providers_need_an_image(tmp_path: Path) -> None:
     requirements = req(gpu="H100", providers=["aws"], billing=["capacity_block"])
     path = tmp_path / "c.yaml"
-    text = spec_yaml(plan(requirements, SMALL, today=TODAY).best, requirements)
+    text = spec_yaml(recommend(requirements, SMALL, today=TODAY).best, requirements)
     path.write_text(text)
     spec = load_spec(path)
     assert spec.capacity.capacity_block and spec.capacity.reservation_id == BLOCK_PLACEHOLDER
     assert "buy the block first" in text
     alibaba = req(gpu="H100", providers=["alibaba"], exchange_rates={"CNY": 0.14})
     with pytest.raises(InvalidSpecError) as exc:
-        plan(alibaba, SMALL, today=TODAY).cluster_spec()
+        recommend(alibaba, SMALL, today=TODAY).cluster_spec()
     assert exc.value.field == "cluster.image"
     bad = req(gpu="H100", providers=["aws"], cluster={"spec": {"count": 0}})
     with pytest.raises(InvalidSpecError) as exc:
-        plan(bad, SMALL, today=TODAY).cluster_spec()
+        recommend(bad, SMALL, today=TODAY).cluster_spec()
     assert exc.value.field == "count"
 
 
 def test_cost_over_time_climbs_to_the_total_and_the_chart_shows_each_option() -> None:
-    result = plan(req(gpu="H100", exchange_rates={"CNY": 0.14}, duration={"days": 40}), SMALL, today=TODAY)
+    result = recommend(req(gpu="H100", exchange_rates={"CNY": 0.14}, duration={"days": 40}), SMALL, today=TODAY)
     for o in result.options:
         curve = [o.cost_at(o.run_hours * i / 50) for i in range(51)]
         assert all(b >= a - 1e-6 for a, b in itertools.pairwise(curve)), o.label()
@@ -359,7 +359,7 @@ def generated(draw: st.DrawFn) -> tuple[Catalog, dict[str, Any]]:
 def test_a_chosen_plan_always_meets_the_requirements(case: tuple[Catalog, dict[str, Any]]) -> None:
     catalog, data = case
     requirements = parse_requirements(data)
-    result = plan(requirements, catalog, today=TODAY)
+    result = recommend(requirements, catalog, today=TODAY)
     considered = [e for e in catalog.entries if e.provider != "fake"]
     for o in result.options:
         e = o.entry

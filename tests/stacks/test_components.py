@@ -124,11 +124,11 @@ def test_bootstrap_and_gate_follow_the_nodes_and_the_hostfile_lists_accepted_nod
 def _quarantine(state: Path, spec: Any, indexes: tuple[int, ...]) -> list[str]:
     """Order ``spec``'s nodes on the file-backed fake cloud and quarantine ``indexes`` as the gate does."""
     from metalfleet.providers.fake import FakeDriver
-    from metalfleet.providers.fleet import order_cluster, plan
+    from metalfleet.providers.fleet import node_specs_for, order_cluster
     from metalfleet.providers.lifecycle import quarantine
 
     fake = FakeDriver(state_path=state)
-    nodes = order_cluster(fake, plan(fake, spec))
+    nodes = order_cluster(fake, node_specs_for(fake, spec))
     for i in indexes:
         assert quarantine(fake, nodes[i].id, f"gpu-count: expected 8 GPUs, found 7 (node {i})")
     return [n.id for n in nodes]
