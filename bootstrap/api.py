@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from metalfleet.providers.console import with_host_keys
-from metalfleet.providers.contract import ComputeDriver
+from metalfleet.providers.contract import ComputeDriver, HostKeysDriver, capability
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from metalfleet.providers.fleet import resolve_offering
 from metalfleet.providers.models import Node, NodeState, Offering
@@ -58,10 +58,11 @@ def _console_host_keys(driver: ComputeDriver, nodes: list[Node],
     """``nodes`` with ``extra["host_keys"]`` from ``driver.host_keys`` (the path ``metalfleet up`` takes, see
     :func:`metalfleet.providers.console.with_host_keys`), and node id -> why it has none. A driver without
     ``host_keys`` leaves every node as it is (its hosts are checked against known_hosts when they connect)."""
-    read = getattr(driver, "host_keys", None)
+    keyed = capability(driver, HostKeysDriver)
     known: dict[str, tuple[str, ...]] = {n.id: tuple(n.extra["host_keys"]) for n in nodes if n.extra.get("host_keys")}
-    if not callable(read):
+    if keyed is None:
         return nodes, {}
+    read = keyed.host_keys
     why: dict[str, str] = {}
 
     def keys_of(node_id: str) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
-"""The driver contract: a small compute protocol and a separate power protocol.
+"""The driver contract: a small compute protocol, and one small protocol per optional capability.
 
-Only platforms with real power control (IPMI/Redfish BMCs) implement :class:`PowerDriver`; clouds
-implement :class:`ComputeDriver`. Every driver passes one shared contract test suite.
+Every driver implements :class:`ComputeDriver` and passes one shared contract test suite. Beyond it, a driver
+implements what its platform has (only hosts behind a BMC have :class:`PowerDriver`); callers ask for a capability
+one way, :func:`capability`, which checks the runtime-checkable protocol.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, cast, runtime_checkable
 
 from .errors import SubscriptionError
 from .models import Node, NodeSpec, NodeState, Offering
 
-__all__ = ["ClusterResourcesDriver", "ComputeDriver", "HealthDriver", "OrderProgress", "PowerDriver", "PowerState",
-           "Subscription", "SubscriptionDriver", "TaggingDriver", "refuse_release"]
+__all__ = ["ClusterResourcesDriver", "ComputeDriver", "HealthDriver", "HostKeysDriver", "OrderProgress",
+           "PowerDriver", "PowerState", "Subscription", "SubscriptionDriver", "TaggingDriver", "capability",
+           "refuse_release"]
 
 #: Called by ``wait`` with the nodes as last seen, each poll. (Not bootstrap's ProgressCallback, which
 #: takes one ProgressEvent.)
@@ -148,6 +150,14 @@ class ClusterResourcesDriver(Protocol):
         ...
 
 
+@runtime_checkable
+class HostKeysDriver(Protocol):
+    """Optional capability: the node's SSH host keys as its platform reports them (a cloud's console output, a
+    pool inventory), so bootstrap pins them; () while there are none (bootstrap then checks known_hosts)."""
+
+    def host_keys(self, node_id: str) -> tuple[str, ...]: ...
+
+
 class PowerState(StrEnum):
     ON = "on"
     OFF = "off"
@@ -174,3 +184,14 @@ class HealthDriver(Protocol):
     def critical_events(self, node_id: str) -> list[str]:
         """The node's critical hardware faults now (e.g. "power supply failure detected"); [] when healthy."""
         ...
+
+
+C = TypeVar("C")
+
+
+def capability(driver: object, protocol: Callable[..., C]) -> C | None:
+    """``driver`` as ``protocol`` (an optional capability: :class:`TaggingDriver`, :class:`HostKeysDriver`, ...)
+    when it implements every method of it, else None: the one way callers test for an optional capability.
+
+    (``protocol`` is typed as what makes a ``C``, not ``type[C]``: mypy takes no protocol class for the latter.)"""
+    return cast(C, driver) if isinstance(driver, cast(type, protocol)) else None

@@ -11,7 +11,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from .contract import ClusterResourcesDriver, ComputeDriver, OrderProgress, SubscriptionDriver, refuse_release
+from .contract import (
+    ClusterResourcesDriver,
+    ComputeDriver,
+    OrderProgress,
+    SubscriptionDriver,
+    capability,
+    refuse_release,
+)
 from .errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError, SubscriptionError
 from .models import Node, NodeSpec, NodeState, Offering
 from .retry import DEFAULT_POLICY, RetryPolicy
@@ -254,9 +261,10 @@ def check_release(driver: ComputeDriver, node_ids: Sequence[str], *, unsubscribe
                   policy: RetryPolicy = DEFAULT_POLICY) -> None:
     """Refuse, before anything is released, to release subscription nodes nobody opted in to end early: one
     :class:`SubscriptionError` naming every such node, its expiry and what ending it refunds or costs."""
-    if unsubscribe or not node_ids or not isinstance(driver, SubscriptionDriver):
+    selling = capability(driver, SubscriptionDriver)
+    if unsubscribe or not node_ids or selling is None:
         return
-    subs = policy.call(driver.subscriptions, list(node_ids))
+    subs = policy.call(selling.subscriptions, list(node_ids))
     if subs:
         raise refuse_release(driver.name, subs)
 
@@ -280,9 +288,10 @@ def release_cluster_resources(driver: ComputeDriver, cluster: str, *,
                               policy: RetryPolicy = DEFAULT_POLICY) -> list[str]:
     """Delete what the driver made for the whole cluster (a :class:`ClusterResourcesDriver`: e.g. AWS's
     security group and placement group) once no node of it is left; [] for drivers that make none."""
-    if not isinstance(driver, ClusterResourcesDriver):
+    shared = capability(driver, ClusterResourcesDriver)
+    if shared is None:
         return []
-    deleted: list[str] = policy.call(driver.release_cluster_resources, cluster)
+    deleted: list[str] = policy.call(shared.release_cluster_resources, cluster)
     return deleted
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from .contract import ComputeDriver
+from .contract import ComputeDriver, TaggingDriver, capability
 from .errors import MetalfleetError
 from .fleet import order_node
 from .models import Node, NodeSpec, NodeState, Offering
@@ -75,10 +75,10 @@ TAG_VALUE_MAX = 255
 
 def tag_node(driver: Any, node_id: str, tags: Mapping[str, str], *, policy: RetryPolicy = DEFAULT_POLICY) -> bool:
     """Tag through the driver's optional ``set_tags`` (:class:`~.contract.TaggingDriver`); False when it has none."""
-    fn = getattr(driver, "set_tags", None)
-    if not callable(fn):
+    tagging = capability(driver, TaggingDriver)
+    if tagging is None:
         return False
-    policy.call(fn, node_id, dict(tags))
+    policy.call(tagging.set_tags, node_id, dict(tags))
     return True
 
 

@@ -18,7 +18,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from metalfleet.providers import get_driver
-from metalfleet.providers.contract import ClusterResourcesDriver, ComputeDriver
+from metalfleet.providers.contract import ClusterResourcesDriver, ComputeDriver, capability
 from metalfleet.providers.models import node_spec_from_dict
 from metalfleet.providers.retry import DEFAULT_POLICY
 
@@ -95,7 +95,7 @@ def cluster_network(name: str, provider: str, driver: ComputeDriver, spec: dict[
                     secrets: pulumi.Input[Any] | None = None) -> ClusterNetwork | None:
     """The cluster's :class:`ClusterNetwork` (``spec``: any of its node specs as stored, secret values cut
     out), or None when its driver makes no shared resources."""
-    if not isinstance(driver, ClusterResourcesDriver):
+    if capability(driver, ClusterResourcesDriver) is None:
         return None
     return ClusterNetwork(f"{name}-network", provider, spec, driver_config,
                           opts=pulumi.ResourceOptions(parent=parent), secrets=secrets)

@@ -20,6 +20,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from metalfleet.providers import get_driver
+from metalfleet.providers.contract import TaggingDriver, capability
 from metalfleet.providers.errors import NotFoundError
 from metalfleet.providers.fleet import order_node
 from metalfleet.providers.lifecycle import GENERATION_TAG
@@ -105,9 +106,9 @@ class NodeProvider(ResourceProvider):
         with guarded(news):
             full = reveal(news)
             driver = self._driver(full)
-            set_tags = getattr(driver, "set_tags", None)
-            if callable(set_tags):
-                DEFAULT_POLICY.call(set_tags, id, dict(_get(full, "spec.tags") or {}))
+            tagging = capability(driver, TaggingDriver)
+            if tagging is not None:
+                DEFAULT_POLICY.call(tagging.set_tags, id, dict(_get(full, "spec.tags") or {}))
             node = DEFAULT_POLICY.call(driver.get, id)
             return UpdateResult(outs=_outs(news, node.to_dict()))
 

@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from metalfleet.providers.ipmi.inventory import DEFAULT_CIPHER_SUITE, host_entries, is_pool_inventory, merge
+from metalfleet.providers.ipmi.inventory import DEFAULT_CIPHER_SUITE, host_entries, is_pool_inventory
+from metalfleet.providers.merge import deep_merge
 
 from ..defaults import note
 from ..model import UNKNOWN, BmcEndpoint, ComputeNode, Location, Resource
@@ -99,7 +100,7 @@ def _host_resources(name: str, host: dict[str, Any], path: tuple[str | int, ...]
                    "cipher_suite": at("bmc", "cipher_suite") if "cipher_suite" in bmc else at("bmc"),
                    "tls": at("bmc", "address"),
                    "verify_tls": at("bmc", "verify_tls") if "verify_tls" in bmc else at("bmc")})]
-    ssh = merge(ssh_defaults, _dict(host.get("ssh")))
+    ssh = deep_merge(ssh_defaults, _dict(host.get("ssh")))
     ssh_addr = ssh.get("address") or host.get("address")
     public = is_public_address(str(ssh_addr)) if ssh_addr else None
     pinned = bool(ssh.get("pin_on_first_contact"))

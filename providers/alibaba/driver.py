@@ -12,12 +12,12 @@ import json
 import logging
 import os
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..base import PerThread, PlainConfig, PolledWait
 from ..catalog import load_catalog
-from ..contract import OrderProgress, Subscription, refuse_release
+from ..contract import Subscription, refuse_release
 from ..errors import ConflictError, InvalidSpecError, MetalfleetError, NotFoundError
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..retry import step
@@ -57,7 +57,7 @@ def _no_sdk_retries() -> Any:
     return RetryOptions({"retryable": False})
 
 
-class AlibabaDriver:
+class AlibabaDriver(PlainConfig, PolledWait):
     """Order GPU bare-metal nodes (ECS Bare Metal, EBM) on Alibaba Cloud.
 
     Credentials come from the SDK's standard chain (``ALIBABA_CLOUD_ACCESS_KEY_ID`` /
@@ -83,51 +83,44 @@ class AlibabaDriver:
         self.read_timeout = float(read_timeout)
         self._init_runtime()
 
+    CONFIG = ("region", "endpoint", "poll", "connect_timeout", "read_timeout")
+
     def _init_runtime(self) -> None:
-        self._local = threading.local()
+        self._client = PerThread(self._build_client)
         self._types = InstanceTypes(self._call, self.region, load_catalog())
         self._nets = ClusterNetwork(self._call, self.region)
         self._observer = Observer(self._call, self.region)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("region", "endpoint", "poll", "connect_timeout", "read_timeout")}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
+        self._wait = self._observer.wait
 
     def __repr__(self) -> str:
         where = f", endpoint={self.endpoint!r}" if self.endpoint else ""
         return f"AlibabaDriver(region={self.region!r}{where})"
 
     # -- plumbing --------------------------------------------------------------------------
-    def _client(self) -> Any:
-        """This thread's SDK client (built on first use; one per thread)."""
-        client = getattr(self._local, "client", None)
-        if client is None:
-            with boundary("CreateClient"):
-                from alibabacloud_ecs20140526.client import Client
-                from alibabacloud_tea_openapi.models import Config
+    def _build_client(self) -> Any:
+        """An SDK client (one per thread: :class:`~metalfleet.providers.base.PerThread`)."""
+        with boundary("CreateClient"):
+            from alibabacloud_ecs20140526.client import Client
+            from alibabacloud_tea_openapi.models import Config
 
-                config = Config(region_id=self.region, connect_timeout=int(self.connect_timeout * 1000),
-                                read_timeout=int(self.read_timeout * 1000), user_agent="metalfleet")
-                no_retries = _no_sdk_retries()
-                if no_retries is not None:
-                    config.retry_options = no_retries
-                ak, secret = (os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_ID"),
-                              os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_SECRET"))
-                if ak and secret:
-                    config.access_key_id, config.access_key_secret = ak, secret
-                    token = os.environ.get("ALIBABA_CLOUD_SECURITY_TOKEN")
-                    if token:
-                        config.security_token = token
-                if self.endpoint:
-                    scheme, sep, host = self.endpoint.partition("://")
-                    config.protocol, config.endpoint = (scheme, host.rstrip("/")) if sep else ("https", scheme)
-                else:
-                    config.endpoint = f"ecs.{self.region}.aliyuncs.com"
-                client = self._local.client = Client(config)
-        return client
+            config = Config(region_id=self.region, connect_timeout=int(self.connect_timeout * 1000),
+                            read_timeout=int(self.read_timeout * 1000), user_agent="metalfleet")
+            no_retries = _no_sdk_retries()
+            if no_retries is not None:
+                config.retry_options = no_retries
+            ak, secret = (os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_ID"),
+                          os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_SECRET"))
+            if ak and secret:
+                config.access_key_id, config.access_key_secret = ak, secret
+                token = os.environ.get("ALIBABA_CLOUD_SECURITY_TOKEN")
+                if token:
+                    config.security_token = token
+            if self.endpoint:
+                scheme, sep, host = self.endpoint.partition("://")
+                config.protocol, config.endpoint = (scheme, host.rstrip("/")) if sep else ("https", scheme)
+            else:
+                config.endpoint = f"ecs.{self.region}.aliyuncs.com"
+            return Client(config)
 
     def _runtime(self) -> Any:
         """Per-call options: the timeouts, and no retries (tea-openapi < 0.4 reads autoretry/max_attempts here;
@@ -212,14 +205,6 @@ class AlibabaDriver:
     def list_nodes(self, cluster: str) -> list[Node]:
         return self._observer.list_nodes(cluster)
 
-    def wait(self, node_ids: Sequence[str], state: NodeState = NodeState.RUNNING, *, timeout: float = 1800.0,
-             poll: float | None = None, progress: OrderProgress | None = None) -> list[Node]:
-        """Poll (DescribeInstanceStatus) until every node is in ``state``; the nodes come back as last read.
-        Waiting for RUNNING fails at once when a node is released; once every node runs, each one's console is
-        read once for its SSH host keys (``extra["host_keys"]``)."""
-        return self._observer.wait(node_ids, state, timeout=timeout, poll=self.poll if poll is None else float(poll),
-                                   progress=progress)
-
     # -- tags ------------------------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
         """Add or overwrite ``tags`` on the instance (TagResources; its other tags are kept); NotFoundError for
@@ -234,9 +219,7 @@ class AlibabaDriver:
             return
         self._call("TagResources", {"RegionId": self.region, "ResourceType": "instance", "ResourceId": [node_id],
                                     "Tag": [{"Key": k, "Value": v} for k, v in pairs.items()]})
-        seen = self._observer.seen.get(node_id)
-        if seen is not None:
-            self._observer.remember(dataclasses.replace(seen, tags={**seen.tags, **pairs}))
+        self._observer.retag(node_id, pairs)
 
     # -- subscriptions (SubscriptionDriver) ---------------------------------------------------
     def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:

@@ -11,16 +11,13 @@ import base64
 import binascii
 import dataclasses
 import json
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..console import host_keys_from_console, with_host_keys
+from ..base import CachedObserver, wait_for_state
 from ..contract import OrderProgress
-from ..errors import NotFoundError, OperationTimeout, ProviderError, TransientError
+from ..errors import NotFoundError, ProviderError, TransientError
 from ..models import Node, NodeState
-from ..retry import read_or_none
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER
 
@@ -81,34 +78,21 @@ def node_from_instance(inst: Mapping[str, Any], region: str, host_keys: Sequence
     )
 
 
-class Observer:
-    """Reads instances for one driver and keeps the last full view of each (``seen``) and the host keys read
-    from each console (never empty), so polls stay small and a released node reads as TERMINATED."""
+class Observer(CachedObserver):
+    """Reads instances for one driver over its cache (:class:`~metalfleet.providers.base.CachedObserver`), so
+    polls stay small and a released node reads as TERMINATED."""
 
     def __init__(self, call: Call, region: str) -> None:
+        super().__init__(PROVIDER, region)
         self._call = call
-        self.region = region
-        self._lock = threading.Lock()
-        self.seen: dict[str, Node] = {}
-        self.keys: dict[str, tuple[str, ...]] = {}
 
     def node(self, inst: Mapping[str, Any]) -> Node:
-        node = node_from_instance(inst, self.region, self.keys.get(str(inst["InstanceId"]), ()))
-        self.remember(node)
-        return node
-
-    def remember(self, node: Node) -> None:
-        with self._lock:
-            self.seen[node.id] = node
+        return self.remember(node_from_instance(inst, self.region, self.keys.get(str(inst["InstanceId"]), ())))
 
     def gone(self, node_id: str) -> Node:
         """The last view of a node ECS no longer lists, as TERMINATED."""
-        known = self.seen.get(node_id) or Node(id=node_id, provider=PROVIDER, region=self.region,
-                                               state=NodeState.TERMINATED, offering="")
-        node = dataclasses.replace(known, state=NodeState.TERMINATED,
-                                   extra={**known.extra, "ecs_status": None})
-        self.remember(node)
-        return node
+        known = self.known(node_id, NodeState.TERMINATED)
+        return self.remember(dataclasses.replace(known, extra={**known.extra, "ecs_status": None}))
 
     def describe(self, params: dict[str, Any]) -> list[Node]:
         """Every instance DescribeInstances lists for ``params`` (NextToken/MaxResults pages)."""
@@ -148,20 +132,15 @@ class Observer:
         return node
 
     def host_keys(self, node_id: str) -> tuple[str, ...]:
-        known = self.keys.get(node_id)
-        if known:
-            return known
+        return self.console_keys(node_id, lambda: self._console(node_id))
+
+    def _console(self, node_id: str) -> str:
         resp = self._call("GetInstanceConsoleOutput", {"RegionId": self.region, "InstanceId": node_id})
         raw = str(resp.get("ConsoleOutput") or "")
         try:
-            text = base64.b64decode(raw, validate=False).decode("utf-8", "replace")
+            return base64.b64decode(raw, validate=False).decode("utf-8", "replace")
         except (binascii.Error, ValueError):
-            text = raw
-        keys = host_keys_from_console(text)
-        if keys:
-            with self._lock:
-                self.keys[node_id] = keys
-        return keys
+            return raw
 
     def with_host_keys(self, nodes: Sequence[Node], *, strict: bool = False) -> list[Node]:
         """``nodes`` with ``extra["host_keys"]`` where the console has them; a console that is empty or cannot be
@@ -169,7 +148,7 @@ class Observer:
         caller asked for the keys): a throttled or failed (5xx) read is not "no keys": its TransientError is
         raised once every console was tried, for the caller's retry policy (those read are kept)."""
         if not strict:
-            return with_host_keys(nodes, self.keys, self.host_keys)
+            return self.keyed(nodes, self.host_keys)
         transient: list[TransientError] = []
 
         def read(node_id: str) -> tuple[str, ...]:
@@ -179,7 +158,7 @@ class Observer:
                 transient.append(exc)
                 raise
 
-        out = with_host_keys(nodes, self.keys, read)
+        out = self.keyed(nodes, read)
         if transient:
             raise transient[0]
         return out
@@ -209,47 +188,39 @@ class Observer:
 
     def wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
              progress: OrderProgress | None = None) -> list[Node]:
-        """Poll every ``poll`` seconds until every node is in ``state`` (see AlibabaDriver.wait)."""
-        deadline = time.monotonic() + timeout
+        """Poll DescribeInstanceStatus every ``poll`` seconds until every node is in ``state``; the nodes come back
+        as last read. Waiting for RUNNING fails at once when a node is released; once every node runs, each one's
+        console is read once for its SSH host keys (``extra["host_keys"]``)."""
         ids = list(dict.fromkeys(node_ids))
-        while True:
-            states = read_or_none(lambda: self.states(ids), deadline=deadline, poll=poll, timeout=timeout,
-                                  what=f"whether instances {ids} are {state.value}", provider=PROVIDER)
-            if states is None:  # a throttled or failed read is no news: poll again, until the timeout
-                continue
-            nodes = []
-            for i in ids:
-                if i in states:
-                    now = NodeState.map(STATE_TABLE, states[i])
-                else:  # not listed: released (a node never seen yet counts as pending, unless waiting for gone)
-                    now = (NodeState.TERMINATED if state == NodeState.TERMINATED or i in self.seen
-                           else NodeState.PENDING)
-                known = self.seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=now, offering="")
-                nodes.append(dataclasses.replace(known, state=now))
-            if progress:
-                progress(nodes)
-            if all(n.state == state for n in nodes):
-                if state == NodeState.TERMINATED:
-                    for i in ids:
-                        self.gone(i)
-                    return [self.seen[i] for i in ids]
-                unknown = [n.id for n in nodes if not n.offering]
-                if unknown:  # nodes this driver never read: one full read for their details
-                    self.by_ids(unknown)
-                    nodes = [dataclasses.replace(self.seen.get(n.id, n), state=n.state) for n in nodes]
-                if state == NodeState.RUNNING:
-                    nodes = self.with_host_keys(nodes)
-                return nodes
-            if state == NodeState.RUNNING:
-                dead = [n.id for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
-                if dead:
-                    raise ProviderError(f"waiting for running: {', '.join(dead)} released (ECS no longer lists "
-                                        "them). An order repeated with a node's idempotency key (ClientToken) "
-                                        "answers the instance that key bought; bump the node's generation to buy "
-                                        "a replacement", provider=PROVIDER, code="InstanceGone")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                waiting = [n.id for n in nodes if n.state != state]
-                raise OperationTimeout(f"instances {waiting} not {state.value} after {timeout:.0f}s",
-                                       provider=PROVIDER)
-            time.sleep(min(poll, remaining))
+
+        def read() -> list[Node]:
+            states = self.states(ids)
+            # not listed: released (a node never seen yet counts as pending, unless waiting for gone)
+            return [self.known(i, NodeState.map(STATE_TABLE, states[i]) if i in states else
+                               NodeState.TERMINATED if state == NodeState.TERMINATED or i in self.seen
+                               else NodeState.PENDING) for i in ids]
+
+        nodes = wait_for_state(ids, read, state, timeout=timeout, poll=poll, provider=PROVIDER,
+                               what=f"whether instances {ids} are {state.value}", progress=progress,
+                               failed=_fail_if_released,
+                               timed_out=lambda nodes: f"instances {[n.id for n in nodes if n.state != state]} "
+                                                       f"not {state.value} after {timeout:.0f}s")
+        if state == NodeState.TERMINATED:
+            return [self.gone(i) for i in ids]
+        unknown = [n.id for n in nodes if not n.offering]
+        if unknown:  # nodes this driver never read: one full read for their details
+            self.by_ids(unknown)
+            nodes = [dataclasses.replace(self.seen.get(n.id, n), state=n.state) for n in nodes]
+        if state == NodeState.RUNNING:
+            nodes = self.with_host_keys(nodes)
+        return nodes
+
+
+def _fail_if_released(nodes: Sequence[Node]) -> None:
+    """Waiting for RUNNING fails at once when a node was released: it will never run."""
+    dead = [n.id for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
+    if dead:
+        raise ProviderError(f"waiting for running: {', '.join(dead)} released (ECS no longer lists them). An order "
+                            "repeated with a node's idempotency key (ClientToken) answers the instance that key "
+                            "bought; bump the node's generation to buy a replacement", provider=PROVIDER,
+                            code="InstanceGone")

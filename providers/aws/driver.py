@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
+from ..base import Lazy, PlainConfig, PolledWait
 from ..catalog import load_catalog
-from ..contract import OrderProgress
 from ..errors import CapacityError, ConflictError, InvalidSpecError, MetalfleetError, NotFoundError
 from ..models import Node, NodeSpec, NodeState, Offering
 from ..retry import step
@@ -38,7 +38,7 @@ __all__ = ["AwsDriver"]
 BLOCK_NOT_STARTED = frozenset({"InvalidCapacityReservationState.PendingActivation", "ReservationCapacityExceeded"})
 
 
-class AwsDriver:
+class AwsDriver(PlainConfig, PolledWait):
     """Order GPU nodes on EC2. Credentials come from the standard AWS chain (env, config, profile, role).
 
     ``endpoint_url`` (or the standard ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_EC2``) points it at another
@@ -73,54 +73,40 @@ class AwsDriver:
         self.read_timeout = float(read_timeout)
         self._init_runtime()
 
+    CONFIG = ("region", "endpoint_url", "profile", "poll", "max_pool_connections", "connect_timeout", "read_timeout")
+
     def _init_runtime(self) -> None:
-        self._client: Any = None
-        self._kms_client: Any = None
-        self._lock = threading.Lock()
+        self._ec2 = Lazy(lambda: self._client("ec2"))
+        # KMS, for DescribeKey on the spec's volume keys; endpoint_url (a local emulator) serves both
+        self._kms = Lazy(lambda: self._client("kms"))
         self._root_lock = threading.Lock()
         self._root_devices: dict[str, str] = {}
         self._types = InstanceTypes(self._ec2, self.region, load_catalog())
         self._nets = ClusterNetwork(self._ec2)
         self._observer = Observer(self._ec2, self.region)
+        self._wait = self._observer.wait
         self._kms_keys = KmsKeys(self._kms, self.region)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("region", "endpoint_url", "profile", "poll", "max_pool_connections",
-                                              "connect_timeout", "read_timeout")}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     def __repr__(self) -> str:
         where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
         return f"AwsDriver(region={self.region!r}{where})"
 
     # -- plumbing --------------------------------------------------------------------------
-    def _ec2(self) -> Any:
-        if self._client is None:
-            with self._lock, boundary("CreateClient"):
-                if self._client is None:
-                    import boto3
-                    from botocore.config import Config
+    def _client(self, service: Literal["ec2", "kms"]) -> Any:
+        with boundary("CreateClient"):
+            import boto3
+            from botocore.config import Config
 
-                    session = boto3.session.Session(profile_name=self.profile, region_name=self.region)
-                    config = Config(
-                        region_name=self.region,
-                        retries={"total_max_attempts": 1, "mode": "standard"},
-                        max_pool_connections=self.max_pool_connections,
-                        connect_timeout=self.connect_timeout,
-                        read_timeout=self.read_timeout,
-                        user_agent_extra="metalfleet",
-                    )
-                    # KMS, for DescribeKey on the spec's volume keys; endpoint_url (a local emulator) serves both
-                    self._kms_client = session.client("kms", endpoint_url=self.endpoint_url, config=config)
-                    self._client = session.client("ec2", endpoint_url=self.endpoint_url, config=config)
-        return self._client
-
-    def _kms(self) -> Any:
-        self._ec2()
-        return self._kms_client
+            session = boto3.session.Session(profile_name=self.profile, region_name=self.region)
+            config = Config(
+                region_name=self.region,
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                max_pool_connections=self.max_pool_connections,
+                connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout,
+                user_agent_extra="metalfleet",
+            )
+            return session.client(service, endpoint_url=self.endpoint_url, config=config)
 
     # -- offerings and offline validation ----------------------------------------------------
     def offerings(self) -> list[Offering]:
@@ -245,26 +231,6 @@ class AwsDriver:
     def list_nodes(self, cluster: str) -> list[Node]:
         return self._observer.list_nodes(cluster)
 
-    def wait(
-        self,
-        node_ids: Sequence[str],
-        state: NodeState = NodeState.RUNNING,
-        *,
-        timeout: float = 1800.0,
-        poll: float | None = None,
-        progress: OrderProgress | None = None,
-    ) -> list[Node]:
-        """Poll until every node is in ``state``; the nodes come back as EC2 describes them then.
-
-        Polls DescribeInstanceStatus, whose answers stay small for hundreds of EFA nodes, and reuses
-        what RunInstances or an earlier read returned for the rest of each node. Instances EC2 does not
-        list yet count as pending; when waiting for TERMINATED they count as gone. Waiting for RUNNING
-        fails at once if a node terminates; once every node runs, each one's console is read once for its
-        SSH host keys (``extra["host_keys"]``, see :meth:`host_keys`).
-        """
-        return self._observer.wait(node_ids, state, timeout=timeout, poll=self.poll if poll is None else float(poll),
-                                   progress=progress)
-
     # -- tags ------------------------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:
         """Add or overwrite ``tags`` on the instance (its other tags are kept); NotFoundError for an
@@ -277,9 +243,7 @@ class AwsDriver:
             return
         with boundary("CreateTags"):
             self._ec2().create_tags(Resources=[node_id], Tags=[{"Key": k, "Value": v} for k, v in pairs.items()])
-        seen = self._observer.seen.get(node_id)
-        if seen is not None:
-            self._observer.remember(dataclasses.replace(seen, tags={**seen.tags, **pairs}))
+        self._observer.retag(node_id, pairs)
 
     # -- release ---------------------------------------------------------------------------
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:

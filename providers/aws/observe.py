@@ -8,16 +8,13 @@ the console output (:mod:`metalfleet.providers.console`), read once per instance
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..console import host_keys_from_console, with_host_keys
+from ..base import CachedObserver, wait_for_state
 from ..contract import OrderProgress
-from ..errors import NotFoundError, OperationTimeout, ProviderError
+from ..errors import NotFoundError, ProviderError
 from ..models import Node, NodeState
-from ..retry import read_or_none
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER, boundary
 
@@ -73,26 +70,17 @@ def node_from_instance(inst: Mapping[str, Any], region: str, host_keys: Sequence
     )
 
 
-class Observer:
-    """Reads instances for one driver and keeps the last full view of each (``seen``) and the host keys
-    read from each console (never empty), so polls stay small."""
+class Observer(CachedObserver):
+    """Reads instances for one driver over its cache (:class:`~metalfleet.providers.base.CachedObserver`), so
+    polls stay small."""
 
     def __init__(self, ec2: Callable[[], Any], region: str) -> None:
+        super().__init__(PROVIDER, region)
         self._ec2 = ec2
-        self.region = region
-        self._lock = threading.Lock()
-        self.seen: dict[str, Node] = {}
-        self.keys: dict[str, tuple[str, ...]] = {}
 
     def node(self, inst: Mapping[str, Any]) -> Node:
         """The Node for ``inst``, remembered as the last full view of it."""
-        node = node_from_instance(inst, self.region, self.keys.get(str(inst["InstanceId"]), ()))
-        self.remember(node)
-        return node
-
-    def remember(self, node: Node) -> None:
-        with self._lock:
-            self.seen[node.id] = node
+        return self.remember(node_from_instance(inst, self.region, self.keys.get(str(inst["InstanceId"]), ())))
 
     def describe(self, filters: list[dict[str, Any]]) -> list[Node]:
         nodes: list[Node] = []
@@ -115,21 +103,17 @@ class Observer:
                             code="InvalidInstanceID.NotFound")
 
     def host_keys(self, node_id: str) -> tuple[str, ...]:
-        known = self.keys.get(node_id)
-        if known:
-            return known
+        return self.console_keys(node_id, lambda: self._console(node_id))
+
+    def _console(self, node_id: str) -> str:
         with boundary("GetConsoleOutput"):
             resp = self._ec2().get_console_output(InstanceId=node_id)
-        keys = host_keys_from_console(str(resp.get("Output") or ""))  # botocore has decoded the base64
-        if keys:
-            with self._lock:
-                self.keys[node_id] = keys
-        return keys
+        return str(resp.get("Output") or "")  # botocore has decoded the base64
 
     def with_host_keys(self, nodes: Sequence[Node]) -> list[Node]:
         """``nodes`` with ``extra["host_keys"]`` where the console has them. Best effort: a node whose
         console is empty or cannot be read (throttled, no ec2:GetConsoleOutput permission) comes back as is."""
-        return with_host_keys(nodes, self.keys, self.host_keys)
+        return self.keyed(nodes, self.host_keys)
 
     def list_nodes(self, cluster: str) -> list[Node]:
         nodes = self.describe([{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]},
@@ -159,38 +143,35 @@ class Observer:
 
     def wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
              progress: OrderProgress | None = None) -> list[Node]:
-        """Poll every ``poll`` seconds until every node is in ``state`` (see AwsDriver.wait)."""
-        deadline = time.monotonic() + timeout
+        """Poll DescribeInstanceStatus every ``poll`` seconds until every node is in ``state``; the nodes come back
+        as EC2 describes them then.
+
+        What RunInstances or an earlier read returned stands for the rest of each node. Instances EC2 does not
+        list yet count as pending; when waiting for TERMINATED they count as gone. Waiting for RUNNING fails at
+        once if a node terminates; once every node runs, each one's console is read once for its SSH host keys
+        (``extra["host_keys"]``)."""
         ids = list(dict.fromkeys(node_ids))
         missing = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
-        while True:
-            states = read_or_none(lambda: self.states(ids), deadline=deadline, poll=poll, timeout=timeout,
-                                  what=f"whether instances {ids} are {state.value}", provider=PROVIDER)
-            if states is None:  # a throttled or failed read is no news: poll again, until the timeout
-                continue
-            nodes = []
-            for i in ids:
-                now = NodeState.map(STATE_TABLE, states[i]) if i in states else missing
-                known = self.seen.get(i) or Node(id=i, provider=PROVIDER, region=self.region, state=now, offering="")
-                nodes.append(dataclasses.replace(known, state=now))
-            if progress:
-                progress(nodes)
-            if all(n.state == state for n in nodes):
-                unknown = [n.id for n in nodes if not n.offering and n.id in states]
-                if unknown:  # nodes this driver never read: one full read for their details
-                    self.describe([{"Name": "instance-id", "Values": unknown}])
-                    nodes = [dataclasses.replace(self.seen.get(n.id, n), state=n.state) for n in nodes]
-                if state == NodeState.RUNNING:
-                    nodes = self.with_host_keys(nodes)
-                return nodes
-            if state == NodeState.RUNNING:
-                self._fail_if_gone(nodes, states)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                waiting = [n.id for n in nodes if n.state != state]
-                raise OperationTimeout(f"instances {waiting} not {state.value} after {timeout:.0f}s",
-                                       provider=PROVIDER)
-            time.sleep(min(poll, remaining))
+        states: dict[str, str] = {}
+
+        def read() -> list[Node]:
+            now = self.states(ids)
+            states.clear()
+            states.update(now)
+            return [self.known(i, NodeState.map(STATE_TABLE, states[i]) if i in states else missing) for i in ids]
+
+        nodes = wait_for_state(ids, read, state, timeout=timeout, poll=poll, provider=PROVIDER,
+                               what=f"whether instances {ids} are {state.value}", progress=progress,
+                               failed=lambda nodes: self._fail_if_gone(nodes, states),
+                               timed_out=lambda nodes: f"instances {[n.id for n in nodes if n.state != state]} "
+                                                       f"not {state.value} after {timeout:.0f}s")
+        unknown = [n.id for n in nodes if not n.offering and n.id in states]
+        if unknown:  # nodes this driver never read: one full read for their details
+            self.describe([{"Name": "instance-id", "Values": unknown}])
+            nodes = [dataclasses.replace(self.seen.get(n.id, n), state=n.state) for n in nodes]
+        if state == NodeState.RUNNING:
+            nodes = self.with_host_keys(nodes)
+        return nodes
 
     def _fail_if_gone(self, nodes: Sequence[Node], states: Mapping[str, str]) -> None:
         """Waiting for RUNNING fails at once when a node terminated: it will never run."""

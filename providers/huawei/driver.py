@@ -15,16 +15,15 @@ holds neither key: the unpickled one reads the variables.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..base import Lazy, PlainConfig, PolledWait
 from ..catalog import load_catalog
-from ..contract import OrderProgress, Subscription, refuse_release
+from ..contract import Subscription, refuse_release
 from ..errors import (
     AuthError,
     ConflictError,
@@ -69,7 +68,7 @@ def _oldest_live(servers: Sequence[Node]) -> Node:
     return next((n for n in servers if not deleting(n)), servers[0])
 
 
-class HuaweiDriver:
+class HuaweiDriver(PlainConfig, PolledWait):
     """Order yearly/monthly bare-metal GPU and Ascend servers on Huawei Cloud BMS, and end them through BSS.
 
     ``endpoint`` (or ``METALFLEET_HUAWEI_BMS_ENDPOINT``) points it at another BMS endpoint, such as the test
@@ -132,27 +131,26 @@ class HuaweiDriver:
         self._ak, self._sk = ak, sk
         self._init_runtime()
 
-    _STATE = ("region", "project_id", "domain_id", "user_id", "endpoint", "bss_endpoint", "poll",
+    CONFIG = ("region", "project_id", "domain_id", "user_id", "endpoint", "bss_endpoint", "poll",
               "lost_answer_grace", "job_timeout", "pool_size", "connect_timeout", "read_timeout")
 
     def _init_runtime(self) -> None:
-        self._client: Any = None
-        self._bss_client: Any = None
-        self._lock = threading.Lock()
+        self._bms = Lazy(self._build_client)
+        self._bss = Lazy(self._build_bss_client)
         self._flavors = Flavors(self._bms, self.region, load_catalog())
         self._observer = Observer(self._bms, self.region)
+        self._wait = self._observer.wait
         self._billing = Billing(self._bss)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self._STATE}
-
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.domain_id = state.get("domain_id") or os.environ.get("HUAWEICLOUD_SDK_DOMAIN_ID")
-        self.user_id = state.get("user_id") or os.environ.get(USER_ID_ENV)
-        self.bss_endpoint = state.get("bss_endpoint") or os.environ.get(BSS_ENDPOINT_ENV) or BSS_ENDPOINT
+        """Neither key travels: the unpickled driver reads the variables (as it does for what was not given)."""
         self._ak = self._sk = None
-        self._init_runtime()
+        super().__setstate__({
+            **state,
+            "domain_id": state.get("domain_id") or os.environ.get("HUAWEICLOUD_SDK_DOMAIN_ID"),
+            "user_id": state.get("user_id") or os.environ.get(USER_ID_ENV),
+            "bss_endpoint": state.get("bss_endpoint") or os.environ.get(BSS_ENDPOINT_ENV) or BSS_ENDPOINT,
+        })
 
     def __repr__(self) -> str:
         return f"HuaweiDriver(region={self.region!r}, endpoint={self.endpoint!r})"
@@ -172,13 +170,6 @@ class HuaweiDriver:
         return HttpConfig(timeout=(self.connect_timeout, self.read_timeout), retry_times=0,
                           pool_connections=self.pool_size, pool_maxsize=self.pool_size, user_agent="metalfleet")
 
-    def _bms(self) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self._build_client()
-        return self._client
-
     def _build_client(self) -> Any:
         from huaweicloudsdkbms.v1 import BmsClient
         from huaweicloudsdkcore.auth.credentials import BasicCredentials
@@ -192,13 +183,6 @@ class HuaweiDriver:
             return transport.build(BmsClient.new_builder()
                                    .with_credentials(BasicCredentials(ak, sk, self.project_id))
                                    .with_endpoints([self.endpoint]), self._config())
-
-    def _bss(self) -> Any:
-        if self._bss_client is None:
-            with self._lock:
-                if self._bss_client is None:
-                    self._bss_client = self._build_bss_client()
-        return self._bss_client
 
     def _build_bss_client(self) -> Any:
         ak, sk = self._keys()
@@ -378,19 +362,6 @@ class HuaweiDriver:
     def list_nodes(self, cluster: str) -> list[Node]:
         return self._observer.list_nodes(cluster)
 
-    def wait(
-        self,
-        node_ids: Sequence[str],
-        state: NodeState = NodeState.RUNNING,
-        *,
-        timeout: float = 1800.0,
-        poll: float | None = None,
-        progress: OrderProgress | None = None,
-    ) -> list[Node]:
-        """Poll until every server is in ``state`` (see :meth:`Observer.wait`)."""
-        return self._observer.wait(node_ids, state, timeout=timeout, poll=self.poll if poll is None else float(poll),
-                                   progress=progress)
-
     # -- subscriptions -----------------------------------------------------------------------
     def subscriptions(self, node_ids: Sequence[str]) -> list[Subscription]:
         """The yearly/monthly terms BSS holds among ``node_ids`` (ListPayPerUseCustomerResources by resource id):
@@ -416,9 +387,7 @@ class HuaweiDriver:
         with boundary("BatchCreateBaremetalServerTags"):
             self._bms().batch_create_baremetal_server_tags(
                 BatchCreateBaremetalServerTagsRequest(server_id=node_id, body=body))
-        seen = self._observer.seen.get(node_id)
-        if seen is not None:
-            self._observer.remember(dataclasses.replace(seen, tags={**seen.tags, **pairs}))
+        self._observer.retag(node_id, pairs)
 
     # -- release ---------------------------------------------------------------------------
     def release(self, node_id: str, *, wait: bool = True, timeout: float = 1800.0, unsubscribe: bool = False) -> None:

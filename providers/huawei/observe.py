@@ -15,16 +15,14 @@ node's key from known_hosts or at first contact (``ssh.pin_on_first_contact``).
 
 from __future__ import annotations
 
-import dataclasses
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from ..base import CachedObserver, wait_for_state
 from ..contract import OrderProgress
-from ..errors import NotFoundError, OperationTimeout, ProviderError, TransientError
+from ..errors import NotFoundError, ProviderError, TransientError
 from ..models import Node, NodeState
 from ..tags import TAG_CLUSTER, TAG_INDEX, TAG_KEY, TAG_NAME
 from .errors import PROVIDER, boundary
@@ -133,19 +131,13 @@ def deleting(node: Node) -> bool:
     return node.state.is_gone or node.extra.get("task_state") == "deleting"
 
 
-class Observer:
-    """Reads servers for one driver and keeps the last full view of each (``seen``)."""
+class Observer(CachedObserver):
+    """Reads servers for one driver over its cache (:class:`~metalfleet.providers.base.CachedObserver`; BMS has
+    no console log, so no host keys)."""
 
     def __init__(self, bms: Callable[[], Any], region: str) -> None:
+        super().__init__(PROVIDER, region)
         self._bms = bms
-        self.region = region
-        self._lock = threading.Lock()
-        self.seen: dict[str, Node] = {}
-
-    def remember(self, node: Node) -> Node:
-        with self._lock:
-            self.seen[node.id] = node
-        return node
 
     def get(self, node_id: str) -> Node:
         """ShowBaremetalServerDetails (ListBareMetalServerDetails in the SDK); NotFoundError when BMS does not
@@ -230,44 +222,35 @@ class Observer:
         ``timeout``: a storm that outlasts it ends in OperationTimeout saying how many reads failed and the last
         error (a round of reads in flight at the deadline is let finish: each is bounded by the client's timeouts).
         """
-        deadline = time.monotonic() + timeout
         ids = list(dict.fromkeys(node_ids))
-        reads = failed = 0
-        last: TransientError | None = None
-        while True:
+        gone = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
+        counts = {"reads": 0, "failed": 0}
+        last: list[TransientError] = []
+
+        def read() -> list[Node]:
             now, unread = self.states(ids)
-            reads += len(ids)
-            failed += len(unread)
-            last = next(iter(unread.values()), last)
-            nodes = []
-            for i in ids:
-                if i in now:
-                    nodes.append(now[i])
-                    continue
-                known = self.seen.get(i)
-                if i in unread:
-                    nodes.append(known or Node(id=i, provider=PROVIDER, region=self.region,
-                                               state=NodeState.UNKNOWN, offering=""))
-                    continue
-                gone = NodeState.TERMINATED if state == NodeState.TERMINATED else NodeState.PENDING
-                known = known or Node(id=i, provider=PROVIDER, region=self.region, state=gone, offering="")
-                nodes.append(dataclasses.replace(known, state=gone))
-            if progress:
-                progress(nodes)
-            if all(n.state == state for n in nodes):
-                return nodes
-            if state == NodeState.RUNNING:
-                dead = [n for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
-                if dead:
-                    why = "; ".join(f"{n.id} is {n.extra.get('bms_status') or n.state.value}"
-                                    + (f" ({n.extra['state_reason']})" if n.extra.get("state_reason") else "")
-                                    for n in dead)
-                    raise ProviderError(f"waiting for running: {why}", provider=PROVIDER, code="ServerFailed")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                waiting = [n.id for n in nodes if n.state != state]
-                why = (f"; {failed} of its {reads} status reads were throttled or failed transiently (the last: "
-                       f"{last.message}), so a server's last known state stood for those rounds" if last else "")
-                raise OperationTimeout(f"servers {waiting} not {state.value} after {timeout:.0f}s{why}",
-                                       provider=PROVIDER)
-            time.sleep(min(poll, remaining))
+            counts["reads"] += len(ids)
+            counts["failed"] += len(unread)
+            last[:] = list(unread.values())[:1] or last
+            return [now[i] if i in now else
+                    self.seen.get(i) or self.known(i, NodeState.UNKNOWN) if i in unread else
+                    self.known(i, gone) for i in ids]
+
+        def timed_out(nodes: Sequence[Node]) -> str:
+            why = (f"; {counts['failed']} of its {counts['reads']} status reads were throttled or failed "
+                   f"transiently (the last: {last[0].message}), so a server's last known state stood for those "
+                   "rounds" if last else "")
+            return f"servers {[n.id for n in nodes if n.state != state]} not {state.value} after {timeout:.0f}s{why}"
+
+        return wait_for_state(ids, read, state, timeout=timeout, poll=poll, provider=PROVIDER,
+                              what=f"whether servers {ids} are {state.value}", progress=progress, failed=_failed,
+                              timed_out=timed_out)
+
+
+def _failed(nodes: Sequence[Node]) -> None:
+    """Waiting for RUNNING fails at once when a server went to ERROR or was deleted: it will never run."""
+    dead = [n for n in nodes if n.state.is_gone or n.state == NodeState.ERROR]
+    if dead:
+        why = "; ".join(f"{n.id} is {n.extra.get('bms_status') or n.state.value}"
+                        + (f" ({n.extra['state_reason']})" if n.extra.get("state_reason") else "") for n in dead)
+        raise ProviderError(f"waiting for running: {why}", provider=PROVIDER, code="ServerFailed")

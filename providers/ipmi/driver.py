@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from ..base import PlainConfig, PolledWait, wait_for_state
 from ..catalog import load_catalog
 from ..contract import OrderProgress, PowerState
 from ..errors import (
@@ -23,7 +23,6 @@ from ..errors import (
     InvalidSpecError,
     MetalfleetError,
     NotFoundError,
-    OperationTimeout,
     ProviderError,
     TransientError,
 )
@@ -31,8 +30,7 @@ from ..models import BillingModel, Node, NodeSpec, NodeState, Offering
 from ..tags import TAG_CLUSTER
 from .bmc import BOOT_DEVICES, Bmc, bmc_for
 from .errors import PROVIDER
-from .inventory import load_pool
-from .model import Host, PoolInventory, host_facts
+from .model import Host, PoolInventory, host_facts, load_pool
 from .pool import (
     CLAIMED,
     RELEASED,
@@ -47,11 +45,19 @@ from .pool import (
 __all__ = ["IpmiDriver"]
 
 
+def _released(nodes: Sequence[Node]) -> None:
+    """Waiting for RUNNING fails at once when a node was released: its host is the pool's again."""
+    gone = [n.id for n in nodes if n.state.is_gone]
+    if gone:
+        raise ProviderError(f"waiting for running: node(s) {gone} were released (their hosts are the pool's again)",
+                            provider=PROVIDER, code="Released")
+
+
 def _default_claims(inventory: Path) -> Path:
     return inventory.with_name(inventory.stem + ".claims.json")
 
 
-class IpmiDriver:
+class IpmiDriver(PlainConfig, PolledWait):
     """Order nodes from a pool of your own GPU servers behind IPMI or Redfish BMCs.
 
     ``inventory``: the pool inventory file (see :mod:`.inventory`). ``claims``: the claim store's file
@@ -110,16 +116,14 @@ class IpmiDriver:
         self._bmcs: dict[str, Bmc] = {}
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Plain configuration only: no BMC client, no password, no driver secret."""
-        return {k: getattr(self, k) for k in ("inventory_path", "claims_path", "region", "release_power", "provision",
-                                              "poll", "power_timeout", "ssh_timeout")}
+    #: Plain configuration only: no BMC client, no password, no driver secret.
+    CONFIG = ("inventory_path", "claims_path", "region", "release_power", "provision", "poll", "power_timeout",
+              "ssh_timeout")
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
         self._secrets = {}
         self._store_override = None
-        self._init_runtime()
+        super().__setstate__(state)
 
     def __repr__(self) -> str:
         return f"IpmiDriver(pool={self.pool.name!r}, inventory={str(self.inventory_path)!r})"
@@ -315,44 +319,30 @@ class IpmiDriver:
             raws = live_nodes(st, cluster, TAG_CLUSTER)
         return [self._node(r) for r in raws]
 
-    def wait(
-        self,
-        node_ids: Sequence[str],
-        state: NodeState = NodeState.RUNNING,
-        *,
-        timeout: float = 1800.0,
-        poll: float | None = None,
-        progress: OrderProgress | None = None,
-    ) -> list[Node]:
+    def _wait(self, node_ids: Sequence[str], state: NodeState, *, timeout: float, poll: float,
+              progress: OrderProgress | None = None) -> list[Node]:
         """Poll until every node is in ``state``. A BMC that does not answer one poll is asked again next poll
         (until ``timeout``); waiting for RUNNING fails at once when a node was released."""
-        every = self.poll if poll is None else float(poll)
-        deadline = time.monotonic() + timeout
         last: dict[str, Node] = {}
-        problem: TransientError | None = None
-        while True:
+        problem: list[TransientError] = []
+
+        def read() -> list[Node]:
             for node_id in node_ids:
                 try:
                     last[node_id] = self.get(node_id)
                 except TransientError as exc:
-                    problem = exc
-            nodes = [last[i] for i in node_ids if i in last]
-            if progress and nodes:
-                progress(nodes)
-            if len(nodes) == len(node_ids) and all(n.state == state for n in nodes):
-                return nodes
-            if state == NodeState.RUNNING:
-                gone = [n.id for n in nodes if n.state.is_gone]
-                if gone:
-                    raise ProviderError(f"waiting for running: node(s) {gone} were released (their hosts are the "
-                                        "pool's again)", provider=PROVIDER, code="Released")
-            if time.monotonic() > deadline:
-                waiting = [f"{i} ({last[i].state.value if i in last else 'no answer'})" for i in node_ids
-                           if i not in last or last[i].state != state]
-                why = f"; last BMC fault: {problem}" if problem else ""
-                raise OperationTimeout(f"node(s) {', '.join(waiting)} not {state.value} after {timeout:.0f}s{why}",
-                                       provider=PROVIDER)
-            time.sleep(every)
+                    problem[:] = [exc]
+            return [last[i] for i in node_ids if i in last]
+
+        def timed_out(nodes: Sequence[Node]) -> str:
+            waiting = [f"{i} ({last[i].state.value if i in last else 'no answer'})" for i in node_ids
+                       if i not in last or last[i].state != state]
+            why = f"; last BMC fault: {problem[0]}" if problem else ""
+            return f"node(s) {', '.join(waiting)} not {state.value} after {timeout:.0f}s{why}"
+
+        return wait_for_state(node_ids, read, state, timeout=timeout, poll=poll, provider=PROVIDER,
+                              what=f"whether nodes {list(node_ids)} are {state.value}", progress=progress,
+                              failed=_released, timed_out=timed_out)
 
     # -- tags ------------------------------------------------------------------------------
     def set_tags(self, node_id: str, tags: Mapping[str, str]) -> None:

@@ -1,12 +1,13 @@
 """The pool inventory: one YAML file naming a team's own GPU servers, their BMCs and SSH addresses.
 
-One shape, two readers. The raw-shape helpers here (:func:`host_entries`, :func:`merge`,
-:func:`is_pool_inventory` and the documented defaults) use the standard library only, and both the driver
-and the policy adapter (``metalfleet.policies.adapters.inventory``) walk a file through them, so the two can
-never disagree on which hosts a file lists or how ``defaults`` merge under them. The driver then validates
-each merged host strictly (:func:`parse_pool`, pydantic, imported on use): unknown keys and bad values are
-:class:`~metalfleet.providers.errors.InvalidSpecError` naming the field path (``hosts.gpu-02.bmc.port``);
-the policy adapter stays lenient and judges what it can.
+One shape, two readers. The raw-shape helpers here (:func:`host_entries`, :func:`is_pool_inventory` and the
+documented defaults; ``defaults`` merge under each host by :func:`~metalfleet.providers.merge.deep_merge`) use the
+standard library only, and both the driver and the policy adapter (``metalfleet.policies.adapters.inventory``)
+walk a file through them, so the two can never disagree on which hosts a file lists or how ``defaults`` merge
+under them. The driver then validates each merged host strictly (:func:`.model.parse_pool`, pydantic): unknown
+keys and bad values are :class:`~metalfleet.providers.errors.InvalidSpecError` naming the field path
+(``hosts.gpu-02.bmc.port``); the policy adapter stays lenient and judges what it can. This module imports nothing
+of :mod:`.model`: the strict reader stands on it, not the other way round.
 
 ::
 
@@ -36,14 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .model import PoolInventory
+from ..merge import deep_merge
 
 __all__ = ["DEFAULT_CIPHER_SUITE", "DEFAULT_INTERFACE", "DEFAULT_PORTS", "HostEntry", "host_entries",
-           "is_pool_inventory", "load_pool", "merge", "parse_pool"]
+           "is_pool_inventory"]
 
 #: The BMC port when the inventory gives none, by protocol (redfish: by scheme).
 DEFAULT_PORTS: Mapping[str, int] = {"ipmi": 623, "redfish": 443, "redfish+http": 80}
@@ -72,14 +71,6 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """``top`` over ``base``, mappings merged key by key (a host's ``bmc:`` keeps the defaults' port)."""
-    out = dict(base)
-    for k, v in top.items():
-        out[k] = merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
-
-
 def is_pool_inventory(data: Any) -> bool:
     """Whether a parsed YAML document is a pool inventory: ``hosts`` with a ``bmc`` (or BMC defaults)."""
     if not isinstance(data, dict) or "hosts" not in data:
@@ -101,19 +92,6 @@ def host_entries(data: Mapping[str, Any]) -> list[HostEntry]:
     elif isinstance(hosts, list):
         found = [(str((h or {}).get("name") or f"hosts[{i}]") if isinstance(h, dict) else f"hosts[{i}]", h,
                   ("hosts", i)) for i, h in enumerate(hosts)]
-    return [HostEntry(name, merge(defaults, host if isinstance(host, dict) else {}), path,
+    return [HostEntry(name, deep_merge(defaults, host if isinstance(host, dict) else {}), path,
                       host if isinstance(host, dict) else None) for name, host, path in found]
 
-
-def parse_pool(data: Any, source: str = "<pool>") -> PoolInventory:
-    """The validated inventory (see :mod:`.model`); InvalidSpecError naming the field path at fault."""
-    from .model import parse_pool_data
-
-    return parse_pool_data(data, source)
-
-
-def load_pool(path: str | Path) -> PoolInventory:
-    """Read and validate a pool inventory file."""
-    from ..spec import load_yaml
-
-    return parse_pool(load_yaml(path, "pool inventory"), str(path))

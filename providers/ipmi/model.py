@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -20,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..catalog import CatalogOffering, load_catalog
 from ..errors import InvalidSpecError
 from ..models import Fabric
-from ..spec import validation_error
+from ..spec import load_yaml, validation_error
 from .inventory import DEFAULT_PORTS, host_entries
 
-__all__ = ["BmcConfig", "Credentials", "Hardware", "PoolHost", "PoolInventory", "parse_pool_data"]
+__all__ = ["BmcConfig", "Credentials", "Hardware", "PoolHost", "PoolInventory", "load_pool", "parse_pool"]
 
 PROVIDER = "ipmi"
 
@@ -180,7 +181,13 @@ def _match(hw: Hardware, entries: list[CatalogOffering], where: str, source: str
     return fits[0].name
 
 
-def parse_pool_data(data: Any, source: str = "<pool>") -> PoolInventory:
+def load_pool(path: str | Path) -> PoolInventory:
+    """Read and validate a pool inventory file."""
+    return parse_pool(load_yaml(path, "pool inventory"), str(path))
+
+
+def parse_pool(data: Any, source: str = "<pool>") -> PoolInventory:
+    """The validated inventory; InvalidSpecError naming the field path at fault."""
     if not isinstance(data, dict):
         raise InvalidSpecError(f"pool inventory {source}: top level must be a mapping, got {type(data).__name__}",
                                field="(top level)", value=data, provider=PROVIDER)
