@@ -1,4 +1,5 @@
-"""The one offering catalogue: what each GPU node type is and what it costs (``data/catalog.json``).
+"""The one offering catalogue: what each GPU node type is and what it costs (``data/catalog.json``, and the
+catalogue JSON a third-party provider's record ships, merged after it).
 
 Before it, five tables (the AWS driver's, the fake driver's, the inventory's, the acceptance baselines and
 a price file) described the same offerings and could disagree. Now:
@@ -426,17 +427,41 @@ def catalog_from_file(path: str, what: str = "offering catalogue") -> Catalog:
     return parse_catalog(read_json_file(path, what), path)
 
 
+#: The catalogue shipped with metalfleet (its built-in providers' records name it).
+SHIPPED = "metalfleet.providers:data/catalog.json"
+
+
+def _read(resource: str) -> dict[str, Any]:
+    package, _, path = resource.partition(":")
+    return cast(dict[str, Any], json.loads(resources.files(package).joinpath(path).read_text(encoding="utf-8")))
+
+
+def _resources() -> list[str]:
+    """The shipped catalogue, then each other catalogue a registered provider record ships (once each; metalfleet
+    not installed, as on a GPU host's bare python3, registers none: the shipped one alone)."""
+    from .registry import provider_records
+
+    return list(dict.fromkeys([SHIPPED, *(r.catalogue for r in provider_records() if r.catalogue)]))
+
+
 def catalog_document() -> dict[str, Any]:
-    """The shipped catalogue's JSON document (a fresh copy: callers may change it)."""
-    text = resources.files("metalfleet.providers").joinpath("data/catalog.json").read_text(encoding="utf-8")
-    return cast(dict[str, Any], json.loads(text))
+    """The catalogue's JSON document (a fresh copy: callers may change it): the shipped one, with the offerings and
+    price lists of every third-party provider's catalogue after its own."""
+    first, *others = _resources()
+    doc = _read(first)
+    for resource in others:
+        extra = _read(resource)
+        doc["offerings"] = [*doc.get("offerings", []), *extra.get("offerings", [])]
+        doc["price_lists"] = [*doc.get("price_lists", []), *extra.get("price_lists", [])]
+    return doc
 
 
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
-    """The catalogue shipped with metalfleet (read once per process)."""
-    text = resources.files("metalfleet.providers").joinpath("data/catalog.json").read_text(encoding="utf-8")
-    return parse_catalog(cast(object, json.loads(text)), "providers/data/catalog.json")
+    """The catalogue (:func:`catalog_document`; read once per process)."""
+    resources_read = _resources()
+    where = "providers/data/catalog.json" if len(resources_read) == 1 else " + ".join(resources_read)
+    return parse_catalog(cast(object, catalog_document()), where)
 
 
 def offered_record(records: Mapping[str, dict[str, Any]], offering: str, region: str,

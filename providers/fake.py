@@ -29,9 +29,10 @@ from .errors import (
     RateLimitedError,
 )
 from .models import BillingModel, Node, NodeSpec, NodeState, Offering
+from .record import ProviderRecord
 from .tags import TAG_CLUSTER
 
-__all__ = ["FakeDriver"]
+__all__ = ["PROVIDER", "FakeDriver"]
 
 #: Billing models the fake sells for a term, and the term's length in days.
 TERMS = {BillingModel.MONTHLY: 30, BillingModel.RESERVED_1Y: 365, BillingModel.RESERVED_3Y: 3 * 365}
@@ -216,3 +217,7 @@ class FakeDriver:
     def terminate_out_of_band(self, node_id: str) -> None:
         with self._state() as st:
             st["nodes"][node_id]["state"] = "terminated"
+
+
+#: The fake platform as the registry, the spec and the catalogue see it: it sells every billing model.
+PROVIDER = ProviderRecord(name="fake", driver=FakeDriver, catalogue="metalfleet.providers:data/catalog.json")

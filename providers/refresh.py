@@ -7,15 +7,16 @@ Offerings are never removed or changed; an offering the API did not price is rep
 A refresh list is dropped only when a newer refresh prices everything it priced. The result is checked before
 it is written: every offering still listed, every price point still priced.
 
-Price sources are per provider (:data:`PRICE_SOURCES`): AWS's is the Price List query API (USD), Alibaba's ECS
-DescribePrice (CNY; pay-as-you-go hourly and a prepaid month over 730 h), Huawei's the BSS price inquiry
-(on-demand BMS flavor prices in CNY; the prepaid period inquiry is not asked yet).
+Price sources are per provider (:data:`PRICE_SOURCES`, from each provider record's ``price_source``): AWS's is
+the Price List query API (USD), Alibaba's ECS DescribePrice (CNY; pay-as-you-go hourly and a prepaid month over
+730 h), Huawei's the BSS price inquiry (on-demand BMS flavor prices in CNY; the prepaid period inquiry is not
+asked yet).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -23,67 +24,40 @@ from typing import Any
 from .catalog import ANY_REGION, Catalog, catalog_document, parse_catalog
 from .errors import InvalidSpecError, MetalfleetError
 from .models import BillingModel
+from .record import PriceFetch, PriceSource, load_target
 
 __all__ = ["PRICE_SOURCES", "PriceChange", "RefreshReport", "refresh_catalogue", "refresh_document"]
 
 #: Marks a price list a refresh wrote (its ``notes`` start with it).
 REFRESH_MARK = "metalfleet catalogue refresh"
 
-#: region, offering names -> offering -> billing model -> hourly price in the source's currency.
-PriceFetch = Callable[[str, Sequence[str]], Mapping[str, Mapping[BillingModel, float]]]
 
+class _PriceSources(Mapping[str, Callable[[], PriceSource]]):
+    """provider -> its pricing API, read from the registered provider records (a record with no price source has
+    none); each value builds the provider's :class:`PriceSource` when called (importing its pricing module)."""
 
-@dataclass(frozen=True)
-class PriceSource:
-    """A provider's pricing API: its currency, what to call it in the catalogue, and a factory for the fetch."""
+    def _names(self) -> list[str]:
+        from .registry import provider_records
 
-    currency: str
-    source: str
-    make: Callable[[str | None], PriceFetch]
+        return [r.name for r in provider_records() if r.price_source is not None]
 
+    def __getitem__(self, name: str) -> Callable[[], PriceSource]:
+        from .registry import provider_record
 
-def _aws(endpoint_url: str | None) -> PriceFetch:
-    from .aws.pricing import AwsPriceList
+        source = provider_record(name).price_source if name in self._names() else None
+        if source is None:
+            raise KeyError(name)
+        return lambda: load_target(source)
 
-    return AwsPriceList(endpoint_url=endpoint_url).prices
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
-
-def _aws_source() -> PriceSource:
-    from .aws.pricing import SOURCE
-
-    return PriceSource("USD", SOURCE, _aws)
-
-
-def _alibaba(endpoint_url: str | None) -> PriceFetch:
-    from .alibaba.pricing import AlibabaPriceList
-
-    return AlibabaPriceList(endpoint=endpoint_url).prices
-
-
-def _alibaba_source() -> PriceSource:
-    from .alibaba.pricing import CURRENCY, SOURCE
-
-    return PriceSource(CURRENCY, SOURCE, _alibaba)
-
-
-def _huawei(endpoint_url: str | None) -> PriceFetch:
-    from .huawei.pricing import HuaweiPriceInquiry
-
-    return HuaweiPriceInquiry(endpoint=endpoint_url).prices
-
-
-def _huawei_source() -> PriceSource:
-    from .huawei.pricing import SOURCE
-
-    return PriceSource("CNY", SOURCE, _huawei)
+    def __len__(self) -> int:
+        return len(self._names())
 
 
 #: provider -> its pricing API.
-PRICE_SOURCES: dict[str, Callable[[], PriceSource]] = {
-    "aws": _aws_source,
-    "alibaba": _alibaba_source,
-    "huawei": _huawei_source,
-}
+PRICE_SOURCES: Mapping[str, Callable[[], PriceSource]] = _PriceSources()
 
 
 @dataclass(frozen=True)

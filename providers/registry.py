@@ -1,76 +1,96 @@
-"""Lazy driver registry: a driver's SDK is imported only when that driver is asked for.
+"""Lazy provider registry: the platforms are the :class:`~metalfleet.providers.record.ProviderRecord` objects
+registered in the ``metalfleet.providers`` entry-point group (the built-in ones in metalfleet's own pyproject, a
+third-party one in its package's), and a driver's SDK is imported only when that driver is built.
 
-Built-in and third-party drivers are found through the ``metalfleet.drivers`` entry-point group;
-the built-in table below is the fallback for a source checkout that is not installed.
+The older ``metalfleet.drivers`` group (a name and a driver class) is still read, as a record with no rules, so a
+driver package written for it keeps working; a name in both groups is the record's.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 import re
+import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from .contract import ComputeDriver
-from .errors import InvalidSpecError
+from .errors import InvalidSpecError, MetalfleetError
+from .record import ProviderRecord
 
-__all__ = ["available_drivers", "get_driver", "parse_driver_config"]
+__all__ = ["available_drivers", "get_driver", "parse_driver_config", "provider_record", "provider_records"]
 
-ENTRY_POINT_GROUP = "metalfleet.drivers"
-
-_BUILTIN: dict[str, str] = {
-    "fake": "metalfleet.providers.fake:FakeDriver",
-    "aws": "metalfleet.providers.aws:AwsDriver",
-    "huawei": "metalfleet.providers.huawei:HuaweiDriver",
-    "alibaba": "metalfleet.providers.alibaba:AlibabaDriver",
-    "ipmi": "metalfleet.providers.ipmi:IpmiDriver",
-}
+ENTRY_POINT_GROUP = "metalfleet.providers"
+#: Driver-only registrations (the group before provider records).
+DRIVER_GROUP = "metalfleet.drivers"
 
 
-def _load(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def _registered() -> dict[str, EntryPoint]:
+    """Name -> entry point: the driver-only ones first, so a record of the same name replaces its driver's."""
+    return _scan(tuple(sys.path))
+
+
+@cache
+def _scan(path: tuple[str, ...]) -> dict[str, EntryPoint]:
+    """The installed entry points, read once per import path (a scan of every distribution costs milliseconds,
+    and each parsed spec asks)."""
+    found = {ep.name: ep for ep in entry_points(group=DRIVER_GROUP)}
+    found.update((ep.name, ep) for ep in entry_points(group=ENTRY_POINT_GROUP))
+    return found
 
 
 def available_drivers() -> list[str]:
-    names = set(_BUILTIN)
-    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-    return sorted(names)
+    return sorted(_registered())
+
+
+def _unknown(name: str) -> InvalidSpecError:
+    return InvalidSpecError(f"unknown provider {name!r}; available: {', '.join(available_drivers())}",
+                            field="provider", value=name)
+
+
+@cache
+def _record(name: str, ep: EntryPoint) -> ProviderRecord:
+    value = ep.load()
+    if ep.group == DRIVER_GROUP:
+        return ProviderRecord(name=name, driver=value)
+    if not isinstance(value, ProviderRecord) or value.name != name:
+        raise MetalfleetError(f"entry point {name} = {ep.value} in {ENTRY_POINT_GROUP} is not the ProviderRecord "
+                              f"of provider {name!r}", provider=name)
+    return value
+
+
+def provider_record(name: str) -> ProviderRecord:
+    """The record of provider ``name``; an InvalidSpecError (``provider``) listing the others when none is."""
+    ep = _registered().get(name)
+    if ep is None:
+        raise _unknown(name)
+    return _record(name, ep)
+
+
+def provider_records() -> list[ProviderRecord]:
+    """Every registered provider's record, by name."""
+    return [_record(name, ep) for name, ep in sorted(_registered().items())]
 
 
 def get_driver(name: str, **config: Any) -> ComputeDriver:
     """Build the driver called ``name`` with ``config`` (credentials come from env unless given)."""
-    eps = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if name in eps:
-        factory = eps[name].load()
-    elif name in _BUILTIN:
-        factory = _load(_BUILTIN[name])
-    else:
-        raise InvalidSpecError(
-            f"unknown provider {name!r}; available: {', '.join(available_drivers())}",
-            field="provider",
-            value=name,
-        )
+    record = provider_record(name)
     try:
-        driver = factory(**config)
+        driver = record.factory()(**config)
     except ImportError as exc:
-        raise InvalidSpecError(
-            f"provider {name!r} needs an extra that is not installed: pip install 'metalfleet[{name}]' ({exc})",
-            field="provider",
-            value=name,
-        ) from exc
+        hint = f"an extra that is not installed: pip install 'metalfleet[{record.extra}]'" if record.extra \
+            else "a package that is not installed"
+        raise InvalidSpecError(f"provider {name!r} needs {hint} ({exc})", field="provider", value=name) from exc
     return driver  # type: ignore[no-any-return]
 
 
 def _factory(name: str) -> Any:
     """The constructor of driver ``name`` (not called: no SDK is imported), or None for an unknown name."""
-    eps = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if name in eps:
-        return eps[name].load()
-    return _load(_BUILTIN[name]) if name in _BUILTIN else None
+    ep = _registered().get(name)
+    return _record(name, ep).factory() if ep is not None else None
 
 
 def _split_union(text: str) -> list[str]:
@@ -205,8 +225,7 @@ def parse_driver_config(pairs: Sequence[str], flag: str = "--driver-config", pro
     """
     known = _parameters(provider)
     if provider and not known and provider not in available_drivers():
-        raise InvalidSpecError(f"unknown provider {provider!r}; available: {', '.join(available_drivers())}",
-                               field="provider", value=provider)
+        raise _unknown(provider)
     out: dict[str, Any] = {}
     for item in pairs:
         key, sep, value = item.partition("=")

@@ -6,7 +6,6 @@ error names the dotted field path and the bad value.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,6 +27,7 @@ from .errors import InvalidSpecError
 from .models import BillingModel, Fabric, NodeSpec, VolumeSpec
 from .tags import TAG_CLUSTER, TAG_INDEX, TAG_NAME, TAG_PREFIX
 from .textfile import BadFileError, read_text_file, shorten
+from .validation import SSH_RULES_NEED_OWN_GROUP, cidr_problem, partition_problem
 from .yamlfile import parse_yaml
 
 __all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "Flag", "Int", "Number", "billing_problem", "load_spec", "load_yaml",
@@ -99,20 +99,15 @@ class NetworkSpec(_Strict):
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
         for i, cidr in enumerate(v):
-            try:
-                ipaddress.ip_network(cidr, strict=True)
-            except ValueError as exc:
-                why = "has host bits set" if "host bits" in str(exc) else "is not an IPv4 or IPv6 CIDR"
-                raise _bad(f"[{i}]", cidr, f"{cidr!r} {why} (e.g. 203.0.113.0/24)") from None
+            why = cidr_problem(cidr)
+            if why:
+                raise _bad(f"[{i}]", cidr, why)
         return v
 
     @model_validator(mode="after")
     def _combinations(self) -> NetworkSpec:
         if self.ssh_ingress_cidrs and self.security_group_ids:
-            raise _bad(".ssh_ingress_cidrs", self.ssh_ingress_cidrs,
-                       "ssh_ingress_cidrs become rules on the security group metalfleet makes for the cluster, and "
-                       "with security_group_ids metalfleet makes none and changes none of yours: add the SSH rule "
-                       "to one of your groups and drop ssh_ingress_cidrs, or drop security_group_ids")
+            raise _bad(".ssh_ingress_cidrs", self.ssh_ingress_cidrs, SSH_RULES_NEED_OWN_GROUP)
         if self.vpc_id and not self.subnet_id:
             raise _bad(".subnet_id", None, f"vpc_id {self.vpc_id} alone picks no subnet: give subnet_id too "
                        "(a subnet of that VPC in the cluster's zone)")
@@ -129,11 +124,9 @@ class PlacementSpec(_Strict):
 
     @model_validator(mode="after")
     def _combinations(self) -> PlacementSpec:
-        if self.strategy == "partition" and self.partition_count is None:
-            raise _bad(".partition_count", None, "strategy partition needs partition_count (1-7)")
-        if self.strategy != "partition" and self.partition_count is not None:
-            raise _bad(".partition_count", self.partition_count,
-                       f"partition_count is for strategy partition, not {self.strategy}")
+        why = partition_problem(self.strategy, self.partition_count)
+        if why:
+            raise _bad(".partition_count", self.partition_count, why)
         if self.strategy == "none" and self.group_name:
             raise _bad(".group_name", self.group_name, "strategy none uses no placement group: drop group_name "
                        "or choose a strategy")
@@ -247,7 +240,8 @@ class ClusterSpec(_Strict):
     """A GPU cluster: where, what, how many, and how to make it ready."""
 
     name: Name
-    provider: Literal["aws", "alibaba", "huawei", "ipmi", "fake"]
+    #: A registered provider's name (:func:`~metalfleet.providers.registry.available_drivers`).
+    provider: str
     region: str
     zone: str | None = None
     offering: str | None = None
@@ -270,6 +264,15 @@ class ClusterSpec(_Strict):
             raise ValueError("must be lowercase letters, digits and '-', start with a letter")
         return v
 
+    @field_validator("provider")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        from .registry import available_drivers
+
+        if v not in available_drivers():
+            raise ValueError(f"unknown provider {v!r}; available: {', '.join(available_drivers())}")
+        return v
+
     @field_validator("tags")
     @classmethod
     def _tag_rules(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
@@ -278,39 +281,27 @@ class ClusterSpec(_Strict):
             if key.lower().startswith(TAG_PREFIX):
                 raise _bad(f".{key}", key, f"tag key {key!r}: the {TAG_PREFIX} prefix is metalfleet's own "
                            f"({TAG_CLUSTER} finds the cluster's nodes)")
-        if info.data.get("provider") == "aws":
-            from .aws.validation import tag_problems
+        provider = info.data.get("provider")
+        if provider:
+            from .registry import provider_record
 
             network = info.data.get("network")
-            problems = tag_problems(v, public_ip=bool(network and network.public_ip))
-            if problems:
-                at, value, why = problems[0]
-                raise _bad(at.removeprefix("tags"), value, why)
-        elif info.data.get("provider") == "huawei":
-            from .huawei.validation import tag_problems as huawei_tag_problems
-
-            problems = huawei_tag_problems(v)
+            problems = provider_record(provider).tag_problems(v, public_ip=bool(network and network.public_ip))
             if problems:
                 at, value, why = problems[0]
                 raise _bad(at.removeprefix("tags"), value, why)
         return v
 
     @model_validator(mode="after")
-    def _provider_placement_rules(self) -> ClusterSpec:
-        """What the provider would refuse about placement, refused here, before any call."""
-        if self.provider == "aws" and self.placement.strategy == "spread":
-            from .aws.validation import SPREAD_MAX_PER_ZONE
+    def _provider_rules(self) -> ClusterSpec:
+        """What the provider would refuse about the whole spec (placement limits, billing models it does not
+        sell), refused here, naming the field, before any call."""
+        from .registry import provider_record
 
-            if self.count > SPREAD_MAX_PER_ZONE:
-                raise _bad(".placement.strategy", "spread",
-                           f"a spread placement group runs at most {SPREAD_MAX_PER_ZONE} instances per Availability "
-                           f"Zone, and all {self.count} nodes go into the subnet's zone: use at most "
-                           f"{SPREAD_MAX_PER_ZONE} nodes, or strategy partition")
-        return self
-
-    @model_validator(mode="after")
-    def _billing_sold(self) -> ClusterSpec:
-        """A billing model the platform does not sell is refused here, naming capacity.billing, before any call."""
+        problems = provider_record(self.provider).spec_problems(self)
+        if problems:
+            at, value, why = problems[0]
+            raise _bad(f".{at}", value, why)
         problem = billing_problem(self.provider, self.capacity.billing)
         if problem:
             raise _bad(".capacity.billing", self.capacity.billing.value, problem)
@@ -372,24 +363,10 @@ class ClusterSpec(_Strict):
 
 
 def billing_problem(provider: str, billing: BillingModel) -> str | None:
-    """Why ``provider`` does not sell ``billing`` (each driver's own table), or None when it does."""
-    sold: tuple[BillingModel, ...]
-    if provider == "huawei":
-        from .huawei.validation import billing_problem as huawei_billing_problem
+    """Why ``provider`` does not sell ``billing`` (its record's billing models), or None when it does."""
+    from .registry import provider_record
 
-        return huawei_billing_problem(billing)
-    if provider == "alibaba":
-        from .alibaba.validation import BILLING as sold
-    elif provider == "aws":
-        from .aws.validation import SOLD_BILLING as sold
-    elif provider == "ipmi":
-        sold = (BillingModel.ON_DEMAND,)
-    else:
-        return None
-    if billing in sold:
-        return None
-    return (f"{provider} does not sell {billing.value} nodes through metalfleet: capacity.billing must be one of "
-            f"{', '.join(b.value for b in sold)}")
+    return provider_record(provider).billing_problem(billing)
 
 
 def validation_error(exc: ValidationError, heading: str, *, prefix: str = "",

@@ -23,10 +23,17 @@ the AWS driver's anatomy (``providers/README.md``); what it sends is held to the
 
 from __future__ import annotations
 
+from ..record import ProviderRecord
 from .driver import ENDPOINT_ENV, AlibabaDriver
 from .errors import boundary, translate_error
 from .observe import STATE_TABLE
-from .validation import MAX_TAGS, check_tags, tag_problems
+from .validation import BILLING, MAX_TAGS, check_tags, tag_problems
 
-__all__ = ["ENDPOINT_ENV", "MAX_TAGS", "STATE_TABLE", "AlibabaDriver", "boundary", "check_tags", "tag_problems",
-           "translate_error"]
+__all__ = ["ENDPOINT_ENV", "MAX_TAGS", "PROVIDER", "STATE_TABLE", "AlibabaDriver", "boundary", "check_tags",
+           "tag_problems", "translate_error"]
+
+#: The platform as the registry, the spec, the catalogue and the price refresh see it.
+PROVIDER = ProviderRecord(
+    name="alibaba", driver=AlibabaDriver, extra="alibaba", billing=BILLING,
+    price_source="metalfleet.providers.alibaba.pricing:PRICE_SOURCE",
+    catalogue="metalfleet.providers:data/catalog.json")

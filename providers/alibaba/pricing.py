@@ -19,11 +19,12 @@ from typing import Any
 
 from ..errors import MetalfleetError, ProviderError
 from ..models import BillingModel
+from ..record import PriceFetch, PriceSource
 from ..requirements import HOURS_PER_MONTH
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from .errors import PROVIDER
 
-__all__ = ["CURRENCY", "SOURCE", "AlibabaPriceList", "price_of"]
+__all__ = ["CURRENCY", "PRICE_SOURCE", "SOURCE", "AlibabaPriceList", "price_of"]
 
 CURRENCY = "CNY"
 SOURCE = ("Alibaba Cloud ECS DescribePrice (instance TradePrice in CNY; on_demand = PostPaid PriceUnit Hour, "
@@ -89,3 +90,11 @@ class AlibabaPriceList:
             if found:
                 out[name] = found
         return out
+
+
+def _fetch(endpoint_url: str | None) -> PriceFetch:
+    return AlibabaPriceList(endpoint=endpoint_url).prices
+
+
+#: What ``catalogue refresh`` asks: DescribePrice, in CNY.
+PRICE_SOURCE = PriceSource(CURRENCY, SOURCE, _fetch)

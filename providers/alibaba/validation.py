@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from ..errors import InvalidSpecError
 from ..models import BillingModel, NodeSpec
 from ..tags import ACCEPTANCE_TAGS, NODE_TAGS
-from ..validation import check_ssh_access, raise_first_problem
+from ..validation import check_ids, check_node_basics, check_placement, check_ssh_access, raise_first_problem
 from .errors import PROVIDER
 from .request import DISK_CATEGORIES, USER_DATA_MAX, disk_category, node_tags
 
@@ -91,34 +91,23 @@ def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str],
                        billing: Mapping[str, Sequence[BillingModel]] | None = None) -> None:
     """Check ``spec`` as ECS would, offline, for a driver in ``region`` that orders ``offerings``
     (``billing``: the billing models each offering is sold under)."""
-    if spec.offering not in offerings:
-        raise _bad(f"unknown offering {spec.offering!r} for provider alibaba (supported: {', '.join(offerings)})",
-                   "offering", spec.offering)
-    if not spec.image:
-        raise _bad("image is required: an ECS image id such as ubuntu_22_04_x64_20G_alibase_20240101.vhd or m-...",
-                   "image", spec.image)
+    check_node_basics(spec, PROVIDER, region, offerings,
+                      "an ECS image id such as ubuntu_22_04_x64_20G_alibase_20240101.vhd or m-...",
+                      "-[a-z0-9]+")
     if not _IMAGE.match(spec.image):
         raise _bad(f"image {spec.image!r} is not an ECS image id", "image", spec.image)
-    if spec.region != region:
-        raise _bad(f"region {spec.region!r} differs from the driver's region {region!r}", "region", spec.region)
     if not _HOST_NAME.match(spec.name) or len(spec.name) > 128:
         raise _bad(f"node name {spec.name!r} is not an ECS host name (2-64 letters, digits, hyphens and periods, "
                    "not starting or ending with a period or hyphen, none doubled)", "name", spec.name)
-    if spec.zone and not re.fullmatch(rf"{re.escape(region)}-[a-z0-9]+", spec.zone):
-        raise _bad(f"zone {spec.zone!r} is not in region {region}", "zone", spec.zone)
     if not spec.subnet_id:
         raise _bad(f"{spec.offering} is ordered into a VPC: network.subnet_id must name a vSwitch (vsw-...) in "
                    f"{spec.zone or region}", "network.subnet_id", None)
-    if not _VSW.match(spec.subnet_id):
-        raise _bad(f"{spec.subnet_id!r} is not a vSwitch id (vsw-...)", "network.subnet_id", spec.subnet_id)
-    for sg in spec.security_group_ids:
-        if not _SG.match(sg):
-            raise _bad(f"{sg!r} is not a security group id (sg-...)", "network.security_group_ids", sg)
-    if spec.vpc_id and not _VPC.match(spec.vpc_id):
-        raise _bad(f"{spec.vpc_id!r} is not a VPC id (vpc-...)", "network.vpc_id", spec.vpc_id)
-    if spec.key_name and not _KEY_PAIR.match(spec.key_name):
-        raise _bad(f"{spec.key_name!r} is not an ECS key pair name (2-128 characters, starting with a letter)",
-                   "ssh.key_pair", spec.key_name)
+    check_ids(PROVIDER, [("network.subnet_id", spec.subnet_id, _VSW, "a vSwitch id (vsw-...)"),
+                         *(("network.security_group_ids", sg, _SG, "a security group id (sg-...)")
+                           for sg in spec.security_group_ids),
+                         ("network.vpc_id", spec.vpc_id, _VPC, "a VPC id (vpc-...)"),
+                         ("ssh.key_pair", spec.key_name or None, _KEY_PAIR,
+                          "an ECS key pair name (2-128 characters, starting with a letter)")])
     if spec.capacity_reservation_id or spec.capacity_block:
         raise _bad("capacity reservations and Capacity Blocks are AWS features; the Alibaba driver orders "
                    "pay-as-you-go, spot or subscription", "capacity.reservation_id", spec.capacity_reservation_id)
@@ -158,15 +147,10 @@ def _validate_disks(spec: NodeSpec) -> None:
 
 def _validate_network(spec: NodeSpec) -> None:
     check_ssh_access(spec, PROVIDER)
+    check_placement(spec, PROVIDER, _STRATEGIES, partitions_max=PARTITIONS_MAX,
+                    limit=f"a deployment set with strategy AvailabilityGroup has at most {PARTITIONS_MAX} groups")
     if not spec.placement_group:
         return
-    if spec.placement_strategy not in _STRATEGIES:
-        raise _bad(f"placement strategy {spec.placement_strategy!r} is not one of {', '.join(_STRATEGIES)}",
-                   "placement.strategy", spec.placement_strategy)
-    partitions = spec.placement_partitions
-    if spec.placement_strategy == "partition" and (partitions is None or not 1 <= partitions <= PARTITIONS_MAX):
-        raise _bad(f"a deployment set with strategy AvailabilityGroup has 1-{PARTITIONS_MAX} groups, not "
-                   f"{partitions}", "placement.partition_count", partitions)
     if not re.fullmatch(r"[A-Za-z\u4e00-\u9fa5][A-Za-z0-9\u4e00-\u9fa5:_-]{1,127}", spec.placement_group):
         raise _bad(f"{spec.placement_group!r} is not a deployment set name (2-128 letters, digits, colons, "
                    "underscores and hyphens, starting with a letter)", "placement.group_name", spec.placement_group)

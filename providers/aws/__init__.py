@@ -26,10 +26,17 @@ returns the instance the first attempt bought. What it sends is listed, cited, i
 
 from __future__ import annotations
 
+from ..record import ProviderRecord
 from .driver import AwsDriver
 from .errors import boundary, translate_client_error
 from .observe import STATE_TABLE
-from .validation import MAX_TAGS, PARTITIONS_MAX, SPREAD_MAX_PER_ZONE, check_tags, tag_problems
+from .validation import MAX_TAGS, PARTITIONS_MAX, SOLD_BILLING, SPREAD_MAX_PER_ZONE, check_tags, tag_problems
 
-__all__ = ["MAX_TAGS", "PARTITIONS_MAX", "SPREAD_MAX_PER_ZONE", "STATE_TABLE", "AwsDriver", "boundary", "check_tags",
-           "tag_problems", "translate_client_error"]
+__all__ = ["MAX_TAGS", "PARTITIONS_MAX", "PROVIDER", "SPREAD_MAX_PER_ZONE", "STATE_TABLE", "AwsDriver", "boundary",
+           "check_tags", "tag_problems", "translate_client_error"]
+
+#: The platform as the registry, the spec, the catalogue and the price refresh see it.
+PROVIDER = ProviderRecord(
+    name="aws", driver=AwsDriver, extra="aws", billing=SOLD_BILLING,
+    spec_rules="metalfleet.providers.aws.validation:spec_problems", tag_rules=tag_problems,
+    price_source="metalfleet.providers.aws.pricing:PRICE_SOURCE", catalogue="metalfleet.providers:data/catalog.json")

@@ -16,10 +16,11 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..models import BillingModel
+from ..record import PriceFetch, PriceSource
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from .errors import PROVIDER, boundary
 
-__all__ = ["PRICING_REGION", "SOURCE", "AwsPriceList", "prices_from_products"]
+__all__ = ["PRICE_SOURCE", "PRICING_REGION", "SOURCE", "AwsPriceList", "prices_from_products"]
 
 #: The region whose endpoint serves the Price List query API.
 PRICING_REGION = "us-east-1"
@@ -103,3 +104,11 @@ class AwsPriceList:
             if found:
                 out[name] = found
         return out
+
+
+def _fetch(endpoint_url: str | None) -> PriceFetch:
+    return AwsPriceList(endpoint_url=endpoint_url).prices
+
+
+#: What ``catalogue refresh`` asks: the Price List query API, in USD.
+PRICE_SOURCE = PriceSource("USD", SOURCE, _fetch)

@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidSpecError
 from ..models import BillingModel, NodeSpec
 from ..tags import ACCEPTANCE_TAGS, NODE_TAGS, TAG_PUBLIC_IP
-from ..validation import check_ssh_access, raise_first_problem
+from ..validation import (
+    check_ids,
+    check_node_basics,
+    check_placement,
+    check_ssh_access,
+    raise_first_problem,
+    spread_problem,
+)
 from .errors import PROVIDER
 from .request import DATA_DEVICES, USER_DATA_MAX, node_tags
 
-__all__ = ["MAX_TAGS", "PARTITIONS_MAX", "SPREAD_MAX_PER_ZONE", "check_tags", "tag_problems", "validate_node_spec"]
+if TYPE_CHECKING:
+    from ..record import Problem
+    from ..spec import ClusterSpec
+
+__all__ = ["MAX_TAGS", "PARTITIONS_MAX", "SOLD_BILLING", "SPREAD_MAX_PER_ZONE", "check_tags", "spec_problems",
+           "tag_problems", "validate_node_spec"]
 
 _AMI = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
@@ -36,7 +49,6 @@ _STRATEGIES = ("cluster", "spread", "partition")
 #: The billing models the AWS driver orders (spot is not ordered; monthly terms are not sold).
 SOLD_BILLING = (BillingModel.ON_DEMAND, BillingModel.RESERVED_1Y, BillingModel.RESERVED_3Y,
                 BillingModel.CAPACITY_BLOCK)
-_BILLING = SOLD_BILLING
 
 # -- tags ---------------------------------------------------------------------------------------
 #: At most this many tags per EC2 resource, metalfleet's own included.
@@ -88,18 +100,21 @@ def check_tags(tags: Mapping[str, str], *, portable: bool = True, count: bool = 
     raise_first_problem(tag_problems(tags, portable=portable, count=count, public_ip=public_ip), PROVIDER)
 
 
-# -- the node spec ------------------------------------------------------------------------------
+# -- the cluster spec and the node spec ---------------------------------------------------------
+def spec_problems(spec: ClusterSpec) -> list[Problem]:
+    """What EC2 would refuse about the whole cluster, before any call: a spread group holds 7 nodes per zone."""
+    why = spread_problem(spec.count, SPREAD_MAX_PER_ZONE) if spec.placement.strategy == "spread" else None
+    return [("placement.strategy", "spread", why)] if why else []
+
+
 def _bad(message: str, field: str, value: object) -> InvalidSpecError:
     return InvalidSpecError(message, field=field, value=value, provider=PROVIDER)
 
 
 def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str]) -> None:
     """Check ``spec`` as EC2 would, offline, for a driver in ``region`` that orders ``offerings``."""
-    if spec.offering not in offerings:
-        raise _bad(f"unknown offering {spec.offering!r} for provider aws (supported: {', '.join(offerings)})",
-                   "offering", spec.offering)
-    if not spec.image:
-        raise _bad("image is required: an AMI id such as ami-0123456789abcdef0", "image", spec.image)
+    check_node_basics(spec, PROVIDER, region, offerings, "an AMI id such as ami-0123456789abcdef0",
+                      r"(-[a-z0-9]+-\d+)?[a-z]")
     if not (_AMI.match(spec.image) or spec.image.startswith("resolve:ssm:")):
         raise _bad(f"image {spec.image!r} is not an AMI id (ami-...) or resolve:ssm:<parameter>", "image",
                    spec.image)
@@ -107,18 +122,13 @@ def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str]) ->
         raise _bad("an image given as resolve:ssm: needs storage.root.device_name (the AMI's root device, "
                    "e.g. /dev/sda1), or the root volume cannot be encrypted as asked",
                    "storage.root.device_name", None)
-    if spec.region != region:
-        raise _bad(f"region {spec.region!r} differs from the driver's region {region!r}", "region", spec.region)
-    if spec.zone and not re.fullmatch(rf"{re.escape(region)}(-[a-z0-9]+-\d+)?[a-z]", spec.zone):
-        raise _bad(f"zone {spec.zone!r} is not in region {region}", "zone", spec.zone)
     if not spec.subnet_id:
         raise _bad(f"{spec.offering} is ordered with EFA, which needs network.subnet_id (a subnet in "
                    f"{spec.zone or region})", "network.subnet_id", None)
-    if not _SUBNET.match(spec.subnet_id):
-        raise _bad(f"{spec.subnet_id!r} is not a subnet id (subnet-...)", "network.subnet_id", spec.subnet_id)
-    for sg in spec.security_group_ids:
-        if not _SG.match(sg):
-            raise _bad(f"{sg!r} is not a security group id (sg-...)", "network.security_group_ids", sg)
+    check_ids(PROVIDER, [("network.subnet_id", spec.subnet_id, _SUBNET, "a subnet id (subnet-...)"),
+                         *(("network.security_group_ids", sg, _SG, "a security group id (sg-...)")
+                           for sg in spec.security_group_ids),
+                         ("network.vpc_id", spec.vpc_id, _VPC, "a VPC id (vpc-...)")])
     _validate_capacity(spec)
     _validate_volumes(spec)
     check_tags(node_tags(spec), public_ip=spec.public_ip)
@@ -129,7 +139,7 @@ def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str]) ->
 
 
 def _validate_capacity(spec: NodeSpec) -> None:
-    if spec.billing not in _BILLING:
+    if spec.billing not in SOLD_BILLING:
         raise _bad(f"billing {spec.billing.value!r} is not supported by the AWS driver (on_demand, reserved_1y, "
                    "reserved_3y, capacity_block)", "capacity.billing", spec.billing.value)
     if spec.billing == BillingModel.CAPACITY_BLOCK and not spec.capacity_block:
@@ -163,22 +173,10 @@ def _validate_volumes(spec: NodeSpec) -> None:
 
 def _validate_network(spec: NodeSpec) -> None:
     """The network and placement fields, checked as EC2 would check them (offline)."""
-    if spec.vpc_id and not _VPC.match(spec.vpc_id):
-        raise _bad(f"{spec.vpc_id!r} is not a VPC id (vpc-...)", "network.vpc_id", spec.vpc_id)
     check_ssh_access(spec, PROVIDER)
-    if not spec.placement_group:
-        return
-    if spec.placement_strategy not in _STRATEGIES:
-        raise _bad(f"placement strategy {spec.placement_strategy!r} is not one of {', '.join(_STRATEGIES)}",
-                   "placement.strategy", spec.placement_strategy)
-    if spec.placement_strategy == "spread" and spec.index >= SPREAD_MAX_PER_ZONE:
-        raise _bad(f"node {spec.name}: a spread placement group runs at most {SPREAD_MAX_PER_ZONE} instances per "
-                   f"Availability Zone, and every node of the cluster is in the subnet's zone: use at most "
-                   f"{SPREAD_MAX_PER_ZONE} nodes, or strategy partition", "placement.strategy", "spread")
-    partitions = spec.placement_partitions
-    if spec.placement_strategy == "partition" and (partitions is None or not 1 <= partitions <= PARTITIONS_MAX):
-        raise _bad(f"a partition placement group has 1-{PARTITIONS_MAX} partitions per Availability Zone, "
-                   f"not {partitions}", "placement.partition_count", partitions)
-    if spec.placement_strategy != "partition" and partitions is not None:
-        raise _bad(f"partition_count is for strategy partition, not {spec.placement_strategy}",
-                   "placement.partition_count", partitions)
+    check_placement(spec, PROVIDER, _STRATEGIES, partitions_max=PARTITIONS_MAX,
+                    limit="the most partitions EC2 allows per Availability Zone")
+    if spec.placement_group and spec.placement_strategy == "spread":
+        why = spread_problem(spec.index + 1, SPREAD_MAX_PER_ZONE)
+        if why:
+            raise _bad(f"node {spec.name}: {why}", "placement.strategy", "spread")

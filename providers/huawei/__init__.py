@@ -26,10 +26,19 @@ releasing one unsubscribes it through BSS, and only when the caller opts in.
 
 from __future__ import annotations
 
+from ..record import ProviderRecord
 from .driver import HuaweiDriver
 from .errors import boundary, translate
 from .observe import STATE_TABLE
-from .validation import MAX_TAGS, SOLD_BILLING, billing_problem, check_tags, tag_problems
+from .validation import MAX_TAGS, SOLD_BILLING, billing_problem, check_tags, spec_tag_problems, tag_problems
 
-__all__ = ["MAX_TAGS", "SOLD_BILLING", "STATE_TABLE", "HuaweiDriver", "billing_problem", "boundary", "check_tags",
-           "tag_problems", "translate"]
+__all__ = ["MAX_TAGS", "PROVIDER", "SOLD_BILLING", "STATE_TABLE", "HuaweiDriver", "billing_problem", "boundary",
+           "check_tags", "tag_problems", "translate"]
+
+#: The platform as the registry, the spec, the catalogue and the price refresh see it (BMS's own reason for a
+#: billing model it does not sell).
+PROVIDER = ProviderRecord(
+    name="huawei", driver=HuaweiDriver, extra="huawei", billing=tuple(sorted(SOLD_BILLING)),
+    billing_refusal=billing_problem, tag_rules=spec_tag_problems,
+    price_source="metalfleet.providers.huawei.pricing:PRICE_SOURCE",
+    catalogue="metalfleet.providers:data/catalog.json")

@@ -22,11 +22,13 @@ from typing import Any
 
 from ..errors import AuthError, InvalidSpecError, ProviderError
 from ..models import BillingModel
+from ..record import PriceFetch, PriceSource
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from .billing import BSS_ENDPOINT, BSS_ENDPOINT_ENV
 from .errors import PROVIDER, boundary
 
-__all__ = ["BSS_ENDPOINT", "BSS_ENDPOINT_ENV", "NOT_PRICED", "SOURCE", "HuaweiPriceInquiry", "hourly_from_answer"]
+__all__ = ["BSS_ENDPOINT", "BSS_ENDPOINT_ENV", "NOT_PRICED", "PRICE_SOURCE", "SOURCE", "HuaweiPriceInquiry",
+           "hourly_from_answer"]
 
 SERVICE_TYPE = "hws.service.type.bms"
 RESOURCE_TYPE = "hws.resource.type.bms"
@@ -120,3 +122,11 @@ class HuaweiPriceInquiry:
             if hourly is not None:
                 out[name] = {BillingModel.ON_DEMAND: hourly}
         return out
+
+
+def _fetch(endpoint_url: str | None) -> PriceFetch:
+    return HuaweiPriceInquiry(endpoint=endpoint_url).prices
+
+
+#: What ``catalogue refresh`` asks: the BSS price inquiry, in CNY.
+PRICE_SOURCE = PriceSource("CNY", SOURCE, _fetch)

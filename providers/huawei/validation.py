@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from ..errors import InvalidSpecError
 from ..models import BillingModel, NodeSpec
 from ..tags import TAG_CLUSTER, TAG_GENERATION, TAG_INDEX, TAG_KEY
-from ..validation import raise_first_problem
+from ..validation import check_ids, check_node_basics, raise_first_problem
 from .errors import PROVIDER
 from .request import USER_DATA_MAX, VOLUME_TYPES, create_tags, server_name
 
 __all__ = ["MAX_CREATE_TAGS", "MAX_TAGS", "SOLD_BILLING", "TAG_KEY_MAX", "TAG_VALUE_MAX", "billing_problem",
-           "check_tags", "tag_problems", "tag_text", "validate_node_spec"]
+           "check_tags", "spec_tag_problems", "tag_problems", "tag_text", "validate_node_spec"]
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _KEY_PAIR = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -92,6 +92,11 @@ def tag_problems(tags: Mapping[str, str], *, count: bool = True) -> list[tuple[s
     return out
 
 
+def spec_tag_problems(tags: Mapping[str, str], *, public_ip: bool) -> list[tuple[str, str, str]]:
+    """The user's tags at parse time (:func:`tag_problems`); ``public_ip`` adds no tag: BMS orders no EIP."""
+    return tag_problems(tags)
+
+
 def tag_text(text: str) -> str:
     """Free text as a tag value Huawei takes: each character it does not allow becomes a space, then at most
     :data:`TAG_VALUE_MAX` characters."""
@@ -109,35 +114,26 @@ def _bad(message: str, field: str, value: object) -> InvalidSpecError:
 
 def validate_node_spec(spec: NodeSpec, region: str, offerings: Sequence[str]) -> None:
     """Check ``spec`` as BMS would, offline, for a driver in ``region`` that orders ``offerings``."""
-    if spec.offering not in offerings:
-        raise _bad(f"unknown offering {spec.offering!r} for provider huawei (supported: {', '.join(offerings)})",
-                   "offering", spec.offering)
+    check_node_basics(spec, PROVIDER, region, offerings, "a BMS image id (a UUID from IMS)", "[a-z]")
     problem = billing_problem(spec.billing)
     if problem:
         raise _bad(problem, "capacity.billing", spec.billing.value)
-    if not spec.image:
-        raise _bad("image is required: a BMS image id (a UUID from IMS)", "image", spec.image)
     if not _UUID.match(spec.image):
         raise _bad(f"image {spec.image!r} is not an IMS image id (a UUID)", "image", spec.image)
-    if spec.region != region:
-        raise _bad(f"region {spec.region!r} differs from the driver's region {region!r}", "region", spec.region)
     if not spec.zone:
         raise _bad(f"zone is required: BMS orders a flavor in one availability zone of {region} "
                    f"(e.g. {region}a)", "zone", None)
-    if not re.fullmatch(rf"{re.escape(region)}[a-z]", spec.zone):
-        raise _bad(f"zone {spec.zone!r} is not an availability zone of {region}", "zone", spec.zone)
     for field, value in (("network.vpc_id", spec.vpc_id), ("network.subnet_id", spec.subnet_id)):
         if not value:
             raise _bad(f"{field} is required: a BMS is created in a VPC subnet (the subnet's network id)", field,
                        value)
-        if not _UUID.match(value):
-            raise _bad(f"{value!r} is not a VPC resource id (a UUID)", field, value)
     if not spec.security_group_ids:
         raise _bad("network.security_group_ids is required: the Huawei driver makes no security group, it uses "
                    "yours as they are", "network.security_group_ids", [])
-    for sg in spec.security_group_ids:
-        if not _UUID.match(sg):
-            raise _bad(f"{sg!r} is not a security group id (a UUID)", "network.security_group_ids", sg)
+    check_ids(PROVIDER, [("network.vpc_id", spec.vpc_id, _UUID, "a VPC resource id (a UUID)"),
+                         ("network.subnet_id", spec.subnet_id, _UUID, "a VPC resource id (a UUID)"),
+                         *(("network.security_group_ids", sg, _UUID, "a security group id (a UUID)")
+                           for sg in spec.security_group_ids)])
     if spec.ssh_ingress_cidrs:
         raise _bad("the Huawei driver makes no security group, so it cannot add SSH rules: put the rule in one "
                    "of network.security_group_ids", "network.ssh_ingress_cidrs", list(spec.ssh_ingress_cidrs))

@@ -20,21 +20,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..models import BillingModel
+from ..record import ProviderRecord
+
 if TYPE_CHECKING:
     from .driver import IpmiDriver
     from .errors import boundary, translate
-    from .inventory import host_entries, is_pool_inventory, load_pool, parse_pool
+    from .inventory import host_entries, is_pool_inventory
+    from .model import load_pool, parse_pool
     from .pool import ClaimStore, FileClaimStore
 
 _LAZY: dict[str, str] = {
     "IpmiDriver": ".driver",
     **dict.fromkeys(("boundary", "translate"), ".errors"),
-    **dict.fromkeys(("host_entries", "is_pool_inventory", "load_pool", "parse_pool"), ".inventory"),
+    **dict.fromkeys(("host_entries", "is_pool_inventory"), ".inventory"),
+    **dict.fromkeys(("load_pool", "parse_pool"), ".model"),
     **dict.fromkeys(("ClaimStore", "FileClaimStore"), ".pool"),
 }
 
-__all__ = ["ClaimStore", "FileClaimStore", "IpmiDriver", "boundary", "host_entries", "is_pool_inventory",
+__all__ = ["PROVIDER", "ClaimStore", "FileClaimStore", "IpmiDriver", "boundary", "host_entries", "is_pool_inventory",
            "load_pool", "parse_pool", "translate"]
+
+#: The platform as the registry, the spec and the catalogue see it: a pool is claimed, never bought for a term.
+PROVIDER = ProviderRecord(name="ipmi", driver="metalfleet.providers.ipmi.driver:IpmiDriver", extra="ipmi",
+                          billing=(BillingModel.ON_DEMAND,), catalogue="metalfleet.providers:data/catalog.json")
 
 
 def __getattr__(name: str) -> Any:

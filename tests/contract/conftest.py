@@ -36,10 +36,6 @@ from metalfleet.testing.ec2 import Ec2Emulator
 from metalfleet.testing.kit import EmulatorClient
 from metalfleet.testing.retrycount import CountingPolicy as _Counting
 from tests.emulators import alibaba_fixtures as ali
-from tests.emulators.alibaba_fixtures import (
-    alibaba_emulator,  # noqa: F401  (fixture)
-    alibaba_emulator_session,  # noqa: F401  (fixture)
-)
 from tests.emulators.fixtures import (
     IMAGE,
     KMS_KEY,
@@ -47,16 +43,9 @@ from tests.emulators.fixtures import (
     ZONE,
     default_subnet,
     ec2_client,
-    ec2_emulator,  # noqa: F401  (fixture)
-    ec2_emulator_session,  # noqa: F401  (fixture)
 )
 from tests.emulators.huawei_fixtures import ZONE as HUAWEI_ZONE
-from tests.emulators.huawei_fixtures import (
-    huawei_driver,
-    huawei_emulator,  # noqa: F401  (fixture)
-    huawei_emulator_session,  # noqa: F401  (fixture)
-    huawei_spec_data,
-)
+from tests.emulators.huawei_fixtures import huawei_driver, huawei_spec_data
 
 
 class CountingPolicy(_Counting):
@@ -89,8 +78,12 @@ class Harness:
     # -- drivers -------------------------------------------------------------------------
     def driver(self, *, throttle: float = 0.0, capacity: int | None = None, seed: int = 7) -> ComputeDriver:
         """A fresh driver on the same cloud; ``throttle``/``capacity`` switch that provider's faults on."""
-        if self.kind == "fake":
-            d: ComputeDriver = FakeDriver(region="local-1", state_path=self.tmp / "fake-cloud.json",
+        if self.kind not in BUILT_IN:
+            from metalfleet.providers.registry import get_driver
+
+            d: ComputeDriver = get_driver(self.kind, **self.contract(throttle, capacity, seed).settings)
+        elif self.kind == "fake":
+            d = FakeDriver(region="local-1", state_path=self.tmp / "fake-cloud.json",
                                           throttle=throttle, capacity=capacity, seed=seed)
         elif self.kind == "ipmi":
             assert self.pool is not None
@@ -172,8 +165,19 @@ class Harness:
             self.pool.write_inventory(path, pool=IPMI_POOL)
         return path
 
+    def contract(self, throttle: float = 0.0, capacity: int | None = None, seed: int = 7) -> Any:
+        """The ContractSetup of a provider registered by its own package (its record's ``contract`` hook)."""
+        from metalfleet.providers.record import load_target
+        from metalfleet.providers.registry import provider_record
+
+        hook = provider_record(self.kind).contract
+        assert hook is not None, f"provider {self.kind}'s record has no contract hook"
+        return load_target(hook)(self.tmp, throttle=throttle, capacity=capacity, seed=seed)
+
     def driver_config(self) -> dict[str, Any]:
         """How a child process builds the same driver (see order_proc.py)."""
+        if self.kind not in BUILT_IN:
+            return {"kind": self.kind, **self.contract().settings}
         if self.kind == "fake":
             return {"kind": "fake", "region": "local-1", "state_path": str(self.tmp / "fake-cloud.json")}
         if self.kind == "ipmi":
@@ -190,6 +194,9 @@ class Harness:
 
     def api_calls(self, driver: ComputeDriver) -> int:
         """API calls made so far (the emulator's request counter; the fake's call counter)."""
+        if self.kind not in BUILT_IN:  # the driver's own counter, where it keeps one
+            counter = getattr(driver, "api_calls", None)
+            return int(counter()) if counter else 0
         if self.kind == "fake":
             assert isinstance(driver, FakeDriver)
             return next(driver.calls)  # advances the counter by one; compare two readings with -1
@@ -206,7 +213,7 @@ class Harness:
         """What the provider holds that was made for ``cluster`` besides its nodes, as the cloud itself lists
         it (not the driver): AWS, the security and placement groups tagged metalfleet:cluster; the fake and
         the pool make nothing of the kind."""
-        if self.kind in ("fake", "huawei", "ipmi"):
+        if self.kind in ("fake", "huawei", "ipmi") or self.kind not in BUILT_IN:
             return []  # Huawei: the spec names its VPC, subnet and groups; the pool: nothing to make
         assert self.emulator is not None
         if self.kind == "alibaba":  # the security group tagged with the cluster, the deployment set described so
@@ -229,12 +236,21 @@ class Harness:
         purchase)."""
         if self.kind in ("aws", "ipmi"):
             return None
+        if self.kind not in BUILT_IN:
+            from metalfleet.providers import BillingModel
+            from metalfleet.providers.registry import provider_record
+
+            if provider_record(self.kind).billing_problem(BillingModel.MONTHLY):
+                return None
         return self.spec(count=count, capacity={"billing": "monthly"})
 
     def spec(self, count: int = 2, name: str | None = None, **overrides: Any) -> ClusterSpec:
-        if self.kind == "fake":
-            data: dict[str, Any] = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
-                                    "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
+        if self.kind not in BUILT_IN:
+            data: dict[str, Any] = {"name": name or self.cluster, "provider": self.kind, "count": count,
+                                    **self.contract().spec}
+        elif self.kind == "fake":
+            data = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
+                    "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
         elif self.kind == "ipmi":
             data = {"name": name or self.cluster, "provider": "ipmi", "region": IPMI_POOL, "zone": self.zone,
                     "offering": "pool.8xh100-ib", "count": count, "image": "ubuntu-22.04",
@@ -277,9 +293,26 @@ def ipmi_pool() -> Iterator[BmcPool]:
         yield pool
 
 
-@pytest.fixture(params=["fake", "aws", "huawei", "alibaba", "ipmi"])
+#: The providers the harness knows how to set up itself; any other registered one brings its record's contract hook.
+BUILT_IN = ("fake", "aws", "huawei", "alibaba", "ipmi")
+
+
+def _providers() -> list[str]:
+    """The built-in providers, or only METALFLEET_CONTRACT_PROVIDER (a provider another package registers)."""
+    import os
+
+    named = os.environ.get("METALFLEET_CONTRACT_PROVIDER")
+    return [named] if named else list(BUILT_IN)
+
+
+@pytest.fixture(params=_providers())
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     cluster = _cluster_name(request.node.nodeid)
+    if request.param not in BUILT_IN:
+        h = Harness(request.param, cluster, "", tmp_path, shared_resources=0)
+        h.zone = h.contract().spec["zone"]
+        yield h
+        return
     if request.param == "fake":
         yield Harness("fake", cluster, "local-1a", tmp_path)
         return

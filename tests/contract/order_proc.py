@@ -57,6 +57,10 @@ def build_driver(cfg: dict[str, Any]) -> ComputeDriver:
         from metalfleet.providers.ipmi import IpmiDriver
 
         return IpmiDriver(**cfg)
+    if kind != "aws":  # a provider another package registers
+        from metalfleet.providers.registry import get_driver
+
+        return get_driver(kind, **cfg)
     from metalfleet.providers.aws import AwsDriver
 
     return AwsDriver(**cfg)
