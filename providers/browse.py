@@ -3,7 +3,7 @@
 ``metalfleet offerings`` reads the shipped catalogue by default, so anyone can compare providers before holding
 any credentials; ``--live`` asks each provider's driver and :func:`live_differences` says where the answer and the
 shipped data disagree. Pure functions over :class:`~metalfleet.providers.catalog.Catalog` (no SDK, no network):
-the CLI renders what they return (``stacks/offerings_cli.py``).
+the CLI renders what they return (``stacks/cli/offerings.py``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from datetime import date
 from typing import Any
 
 from .catalog import Catalog, CatalogOffering
+from .checks import RDMA_FABRICS
 from .models import BillingModel, Fabric, Interconnect, Offering, Price
 
-__all__ = ["RDMA_FABRICS", "Difference", "OfferingRow", "catalogue_rows", "live_differences", "price_age"]
-
-#: Fabrics that carry RDMA between nodes (GPUDirect RDMA / NCCL net plugins); ``none`` is plain TCP.
-RDMA_FABRICS = frozenset({Fabric.EFA, Fabric.INFINIBAND, Fabric.ROCE, Fabric.ERDMA, Fabric.HCCS})
+__all__ = ["Difference", "OfferingRow", "catalogue_rows", "live_differences", "price_age"]
 
 
 def price_age(as_of: date, today: date) -> str:

@@ -35,7 +35,8 @@ def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 class Fabric(StrEnum):
-    """Scale-out network between nodes."""
+    """Scale-out network between nodes; which of them carry RDMA is :data:`metalfleet.providers.checks.RDMA_FABRICS`
+    (``hccs`` here is the Ascend NPUs' own RoCE ports, not the on-package link: that is :class:`Interconnect`)."""
 
     EFA = "efa"
     INFINIBAND = "infiniband"

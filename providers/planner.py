@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from .browse import RDMA_FABRICS
 from .catalog import ANY_REGION, Catalog, CatalogOffering, load_catalog
+from .checks import RDMA_FABRICS
 from .errors import InvalidSpecError, MetalfleetError
 from .models import BillingModel, Interconnect, Price
 from .requirements import HOURS_PER_MONTH, HOURS_PER_YEAR, PlanRequirements, load_requirements, parse_requirements

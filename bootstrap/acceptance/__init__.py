@@ -5,12 +5,12 @@ ports active) and fast (all_reduce bus bandwidth within the threshold of the off
 
 A check that could not be judged is reported as skipped, never as passed; see :mod:`.gate`.
 
-Pure parts (parsers, baselines, gate and its check modules, reports, offline, the table) import
-nothing outside the standard library, ``providers.errors``, ``providers.textfile`` and the check names
-(``providers.checks``); a test imports them in a fresh interpreter and finds no paramiko. The live parts
-load on first use: :func:`run_acceptance` (:mod:`.live`, over any connector of :mod:`..sessions`),
-:func:`format_table` (:mod:`.table`), :class:`AcceptanceOptions` (:mod:`.probes`), :func:`accept_cluster`
-and the quarantine file (:mod:`.quarantine`).
+The checks are declared once, in :mod:`.checks`. Pure parts (parsers, baselines, gate and its check
+modules, reports, offline, the table) import nothing outside the standard library, ``providers.errors``,
+``providers.textfile`` and the check names and RDMA fabrics (``providers.checks``); a test imports them
+in a fresh interpreter and finds no paramiko. The live parts load on first use: :func:`run_acceptance`
+(:mod:`.live`, over any connector of :mod:`..sessions`), :func:`format_table` (:mod:`.table`),
+:class:`AcceptanceOptions` (:mod:`.probes`), :func:`accept_cluster` and the quarantine file (:mod:`.quarantine`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .baselines import known_offerings, load_baselines, resolve_baseline
-from .gate import CHECK_NAMES, CheckResult, Verdict, applicable_checks, judge
+from .checks import CHECK_NAMES
+from .gate import applicable_checks, judge
+from .verdict import CheckResult, CheckStatus, Verdict
 
 if TYPE_CHECKING:
     from .live import run_acceptance
@@ -34,6 +36,7 @@ __all__ = [
     "AcceptanceOutcome",
     "AcceptanceReport",
     "CheckResult",
+    "CheckStatus",
     "NodeAcceptance",
     "Verdict",
     "accept_cluster",

@@ -47,11 +47,12 @@ from ..script import Script, parse_batch_output, parse_probe_stderr
 from ..script import probe_script as _framed
 from ..sessions import FanOut, SessionPool, host_folder, select_hosts
 from .baselines import Baseline, resolve_baseline
+from .checks import EXTRA_CHECKS, NCCL_CHECKS
 from .gate import applicable_checks, judge
 from .probes import AcceptanceOptions, Probe, ProbeOutput, multi_node_probe, plan_probes
-from .results import ERROR, FAILED, PASS, UNREACHABLE, AcceptanceReport, MultiNodeResult, NodeAcceptance, ProbeResult
+from .results import AcceptanceReport, MultiNodeResult, NodeAcceptance, NodeStatus, ProbeResult
 from .table import check_statuses, format_table
-from .verdict import EXTRA_CHECKS, FAIL, NCCL_CHECKS, SKIP, CheckResult, Verdict
+from .verdict import CheckResult, CheckStatus, Verdict
 
 __all__ = [
     "AcceptanceReport",
@@ -119,8 +120,8 @@ class _Clock:
 
 
 def _synthetic(name: str, offering: str, reason: str, threshold: float, check: str = "reachable") -> Verdict:
-    return Verdict(offering=offering, passed=False, checks=(CheckResult(check, False, reason, status=FAIL),),
-                   threshold=threshold, node=name)
+    return Verdict(offering=offering, passed=False, threshold=threshold, node=name,
+                   checks=(CheckResult(check, False, reason, status=CheckStatus.FAIL),))
 
 
 def _annotate(verdict: Verdict, results: Sequence[ProbeResult], probes: Sequence[Probe]) -> Verdict:
@@ -129,7 +130,7 @@ def _annotate(verdict: Verdict, results: Sequence[ProbeResult], probes: Sequence
     by_name = {p.name: p for p in probes}
     checks = []
     for c in verdict.checks:
-        if c.status in (FAIL, SKIP) and "no evidence for" in c.reason:
+        if (c.failed or c.skipped) and "no evidence for" in c.reason:
             why = [f"{r.label}: {r.error}" for r in results
                    if r.error and c.name in by_name[r.name].checks]
             if why:
@@ -154,14 +155,14 @@ def _untrusted_exits(verdict: Verdict, probes: Sequence[Probe], results: Sequenc
     for probe, res in zip(probes, results, strict=True):
         if not res.is_evidence or res.rc == 0 or not probe.checks:
             continue
-        if any(c.name in probe.checks and c.status == FAIL for c in checks):
+        if any(c.name in probe.checks and c.failed for c in checks):
             continue
         name = probe.checks[0]
         tail = res.stderr.strip().splitlines()[-1:] or res.stdout.strip().splitlines()[-1:]
         why = f"{probe.label} exited {res.rc} after printing its results" + (f" ({tail[0].strip()[:200]})"
                                                                               if tail else "")
         at = next((i for i, c in enumerate(checks) if c.name == name), None)
-        bad = CheckResult(name, False, f"{why}; its output is not trusted", res.rc, 0, FAIL,
+        bad = CheckResult(name, False, f"{why}; its output is not trusted", res.rc, 0, CheckStatus.FAIL,
                           mandatory=at is not None and checks[at].mandatory)
         if at is None:
             checks.append(bad)
@@ -169,7 +170,7 @@ def _untrusted_exits(verdict: Verdict, probes: Sequence[Probe], results: Sequenc
             checks[at] = bad
     if checks == list(verdict.checks):
         return verdict
-    return replace(verdict, checks=tuple(checks), passed=not any(c.status == FAIL for c in checks))
+    return replace(verdict, checks=tuple(checks), passed=not any(c.failed for c in checks))
 
 
 def _judge_host(name: str, baseline_name: str, overrides: Mapping[str, Any] | None, probes: Sequence[Probe],
@@ -262,7 +263,7 @@ class _Runner:
         t0 = time.monotonic()
         name = baseline.name
         threshold = float(baseline.threshold)
-        node = NodeAcceptance(h.name, h.address, name, ERROR, _synthetic(h.name, name, "not run", 0.0),
+        node = NodeAcceptance(h.name, h.address, name, NodeStatus.ERROR, _synthetic(h.name, name, "not run", 0.0),
                               provider=h.provider, baseline=baseline)
         probes = plan_probes(h, baseline, self.options)
         folder = host_folder(self.save_dir, h.name) if self.save_dir else None
@@ -275,18 +276,18 @@ class _Runner:
             node.round_trips = 1
             node.probes = results
             node.verdict = _judge_host(h.name, name, self.overrides, probes, results)
-            node.status = PASS if node.verdict.passed else FAILED
+            node.status = NodeStatus.PASS if node.verdict.passed else NodeStatus.FAIL
         except HostUnreachable as exc:
-            node.status, node.error = UNREACHABLE, f"unreachable: {exc.message}"
+            node.status, node.error = NodeStatus.UNREACHABLE, f"unreachable: {exc.message}"
             node.verdict = _synthetic(h.name, name, node.error, threshold)
         except CommandTimeout as exc:
-            node.status, node.error = ERROR, f"probes did not finish: {exc.message}"
+            node.status, node.error = NodeStatus.ERROR, f"probes did not finish: {exc.message}"
             node.verdict = _synthetic(h.name, name, node.error, threshold, "probes")
         except MetalfleetError as exc:
-            node.status, node.error = ERROR, f"{type(exc).__name__}: {exc.message}"
+            node.status, node.error = NodeStatus.ERROR, f"{type(exc).__name__}: {exc.message}"
             node.verdict = _synthetic(h.name, name, node.error, threshold, "probes")
         except Exception as exc:  # a bug for one host must not hide the others
-            node.status, node.error = ERROR, f"{type(exc).__name__}: {exc}"
+            node.status, node.error = NodeStatus.ERROR, f"{type(exc).__name__}: {exc}"
             node.verdict = _synthetic(h.name, name, node.error, threshold, "probes")
         finally:
             conn.close()
@@ -308,7 +309,7 @@ class _Runner:
         probe, hostfile = multi_node_probe(hosts, baseline, self.options)
         launcher = hosts[0]
         label = f"all_reduce across {len(hosts)} nodes ({name})"
-        result = MultiNodeResult(name, [h.name for h in hosts], launcher.name, hostfile, ERROR,
+        result = MultiNodeResult(name, [h.name for h in hosts], launcher.name, hostfile, NodeStatus.ERROR,
                                  _synthetic(label, name, "not run", float(baseline.threshold), "probes"))
         folder = host_folder(self.save_dir, f"multinode-{name}") if self.save_dir else None
         log = HostLog(folder / ".session.log") if folder else None
@@ -319,7 +320,7 @@ class _Runner:
             (res,) = self.run_probes(launcher, conn, [probe], log)
             result.probe = res
             result.verdict = _judge_host(label, name, self.overrides, [probe], [res], scope=NCCL_CHECKS)
-            result.status = PASS if result.verdict.passed else FAILED
+            result.status = NodeStatus.PASS if result.verdict.passed else NodeStatus.FAIL
         except MetalfleetError as exc:
             result.error = f"{type(exc).__name__} on {launcher.name}: {exc.message}"
             result.verdict = _synthetic(label, name, result.error, float(baseline.threshold), "probes")

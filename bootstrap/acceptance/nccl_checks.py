@@ -3,12 +3,19 @@ baseline (intra-node ring / NVLS, or multi-node); hccl_test on Ascend, normalise
 
 from __future__ import annotations
 
+from metalfleet.providers.checks import RDMA_FABRICS
+
 from ..parsers.nccl_tests import NcclTestRun, NcclTestsReport
 from .baselines import Baseline
 from .evidence import Evidence
-from .verdict import RDMA_FABRICS, CheckResult, fail, listing, ok, skip
+from .verdict import CheckResult, fail, listing, ok, skip
 
-__all__ = ["hccl_checks", "nccl_checks"]
+__all__ = ["collective_checks", "hccl_checks", "nccl_checks"]
+
+
+def collective_checks(b: Baseline, ev: Evidence) -> list[CheckResult]:
+    """The collective checks from what the node runs: hccl_test on Ascend, nccl-tests elsewhere."""
+    return hccl_checks(b, ev) if b.ascend else nccl_checks(b, ev)
 
 
 def _allreduce_runs(rep: NcclTestsReport) -> list[NcclTestRun]:

@@ -9,8 +9,8 @@ from .verdict import CheckResult, fail, listing, ok, plural, warn
 __all__ = ["dcgm_checks", "storage_checks"]
 
 
-def dcgm_checks(ev: Evidence) -> list[CheckResult]:
-    """dcgm-diag: fails on a failed test, warns on warnings."""
+def dcgm_checks(b: Baseline, ev: Evidence) -> list[CheckResult]:
+    """dcgm-diag: fails on a failed test, warns on warnings (whatever the baseline: no value to compare with)."""
     if not ev.dcgm:
         return []
     rep = ev.dcgm[0]

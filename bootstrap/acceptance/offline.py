@@ -48,7 +48,8 @@ from typing import Any
 from metalfleet.providers.textfile import MAX_OUTPUT_BYTES, BadFileError, read_text_file
 
 from ..parsers import PARSERS, ParseError, parse, sniff_kind, to_jsonable
-from .gate import Verdict, judge
+from .gate import judge
+from .verdict import Verdict
 
 __all__ = ["NAME_RULES", "collect_facts", "kind_for_path", "parse_file", "verify_dir"]
 

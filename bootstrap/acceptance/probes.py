@@ -32,7 +32,7 @@ from ..facts import Fact
 from ..inventory import Host
 from ..parsers import ParseError, parse, sniff_kind
 from .baselines import Baseline
-from .verdict import NCCL_CHECKS
+from .checks import NCCL_CHECKS
 
 __all__ = ["AcceptanceOptions", "Probe", "ProbeOutput", "multi_node_probe", "plan_probes"]
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from metalfleet.providers.contract import ComputeDriver, HealthDriver, TaggingDriver
+from metalfleet.providers.contract import ComputeDriver, HealthDriver, TaggingDriver, capability
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 from metalfleet.providers.fleet import resolve_offering
 from metalfleet.providers.lifecycle import (
@@ -206,10 +206,10 @@ def accept_cluster(
             verdicts[node.id] = None if na.passed else na.reason
         for node in pending:
             verdicts.setdefault(node.id, "no host was built for this node (inventory_for left it out)")
-        if isinstance(driver, HealthDriver):  # what the hardware's own BMC says, which SSH checks cannot see
+        if (health := capability(driver, HealthDriver)) is not None:  # what the BMC says, which SSH cannot see
             for node in pending:
                 try:
-                    faults = driver.critical_events(node.id)
+                    faults = health.critical_events(node.id)
                 except MetalfleetError as exc:
                     faults = [f"its BMC could not be read: {exc}"]
                 if faults:

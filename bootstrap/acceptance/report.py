@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..parsers import to_jsonable
-from .verdict import FAIL, SKIP, WARN, Verdict
+from .verdict import CheckStatus, Verdict
 
 __all__ = ["to_json", "to_junit", "to_markdown", "verdict_to_dict"]
 
@@ -57,8 +57,8 @@ def to_junit(verdicts: Sequence[Verdict], *, suite_name: str = "metalfleet-accep
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     for i, v in enumerate(verdicts):
         node = _node(v, i)
-        fails = sum(1 for c in v.checks if c.status == FAIL)
-        skips = sum(1 for c in v.checks if c.status == SKIP)
+        fails = len(v.failures)
+        skips = len(v.skipped)
         suite = ET.SubElement(root, "testsuite", name=f"{node} ({v.offering})", tests=str(len(v.checks)),
                               failures=str(fails), errors="0", skipped=str(skips))
         props = ET.SubElement(suite, "properties")
@@ -69,14 +69,14 @@ def to_junit(verdicts: Sequence[Verdict], *, suite_name: str = "metalfleet-accep
             if c.mandatory:
                 ET.SubElement(ET.SubElement(case, "properties"), "property", name="mandatory", value="true")
             detail = f"measured: {_fmt(c.measured)}\nexpected: {_fmt(c.expected)}"
-            if c.status == FAIL:
+            if c.failed:
                 failure = ET.SubElement(case, "failure", message=c.reason, type="AcceptanceFailure")
                 failure.text = f"{c.reason}\n{detail}"
-            elif c.status == SKIP:
+            elif c.skipped:
                 ET.SubElement(case, "skipped", message=c.reason)
             else:
                 out = ET.SubElement(case, "system-out")
-                out.text = (f"WARNING: {c.reason}" if c.status == WARN else c.reason) + f"\n{detail}"
+                out.text = (f"WARNING: {c.reason}" if c.status == CheckStatus.WARN else c.reason) + f"\n{detail}"
         totals["tests"] += len(v.checks)
         totals["failures"] += fails
         totals["skipped"] += skips

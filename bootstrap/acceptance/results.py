@@ -7,12 +7,20 @@ from typing import Any
 
 from .baselines import Baseline
 from .report import to_json, to_junit, to_markdown, verdict_to_dict
-from .verdict import Verdict
+from .verdict import TextEnum, Verdict
 
-__all__ = ["ERROR", "FAILED", "PASS", "UNREACHABLE", "AcceptanceReport", "MultiNodeResult", "NodeAcceptance",
-           "ProbeResult"]
+__all__ = ["AcceptanceReport", "MultiNodeResult", "NodeAcceptance", "NodeStatus", "ProbeResult"]
 
-PASS, FAILED, UNREACHABLE, ERROR = "pass", "fail", "unreachable", "error"
+
+class NodeStatus(TextEnum):
+    """A node's (or a run across nodes') acceptance status; its value is what reports print."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    #: It could not be reached: never judged.
+    UNREACHABLE = "unreachable"
+    #: Its probes could not run or did not finish.
+    ERROR = "error"
 
 
 @dataclass
@@ -51,7 +59,7 @@ class NodeAcceptance:
     host: str
     address: str
     offering: str
-    status: str
+    status: NodeStatus
     verdict: Verdict
     provider: str | None = None
     error: str | None = None
@@ -66,12 +74,12 @@ class NodeAcceptance:
 
     @property
     def passed(self) -> bool:
-        return self.status == PASS
+        return self.status == NodeStatus.PASS
 
     @property
     def reason(self) -> str:
         """The first failing check as ``name: reason`` (or the error); "" when passed."""
-        if self.error and self.status in (UNREACHABLE, ERROR):
+        if self.error and self.status in (NodeStatus.UNREACHABLE, NodeStatus.ERROR):
             return self.error
         first = next(iter(self.verdict.failures), None)
         return f"{first.name}: {first.reason}" if first else ""
@@ -95,7 +103,7 @@ class MultiNodeResult:
     hosts: list[str]
     launcher: str
     hostfile: str
-    status: str
+    status: NodeStatus
     verdict: Verdict
     probe: ProbeResult | None = None
     error: str | None = None
@@ -103,7 +111,7 @@ class MultiNodeResult:
 
     @property
     def passed(self) -> bool:
-        return self.status == PASS
+        return self.status == NodeStatus.PASS
 
     @property
     def reason(self) -> str:

@@ -1,26 +1,20 @@
 """A check's outcome and a node's verdict: the vocabulary every acceptance module shares.
 
 A check passes, warns (passed, worth a look), fails, or is skipped (it could not be judged: no
-evidence or no baseline value). A skipped check never counts as passed. Standard library only.
+evidence or no baseline value). A skipped check never counts as passed. Standard library only, and
+Python 3.10 (a GPU host's python3 runs the gate through tools/gpu_acceptance_check.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-from metalfleet.providers.checks import ACCEPTANCE_CHECKS
-
 __all__ = [
-    "CHECK_NAMES",
-    "EXTRA_CHECKS",
-    "FAIL",
-    "NCCL_CHECKS",
-    "PASS",
-    "RDMA_FABRICS",
-    "SKIP",
-    "WARN",
     "CheckResult",
+    "CheckStatus",
+    "TextEnum",
     "Verdict",
     "fail",
     "listing",
@@ -30,16 +24,27 @@ __all__ = [
     "warn",
 ]
 
-PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
-RDMA_FABRICS = {"efa", "infiniband", "roce", "erdma"}
 
-#: Every check, in report order (the list lives beside the spec, which validates names against it).
-CHECK_NAMES: tuple[str, ...] = ACCEPTANCE_CHECKS
+class TextEnum(str, Enum):  # noqa: UP042 - enum.StrEnum is 3.11+; a GPU host may run the gate on 3.10
+    """A str enum that prints, formats and serialises as its value: enum.StrEnum, which is 3.11+ (a GPU host's
+    python3 may be 3.10)."""
 
-#: The NCCL checks (what a run across nodes is judged on).
-NCCL_CHECKS = ("nccl-correctness", "nccl-launch", "nccl-transport", "allreduce-busbw")
-#: Checks reported only when their evidence is there or was asked for (not part of every node's judgement).
-EXTRA_CHECKS = ("dcgm-diag", "storage-raid")
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class CheckStatus(TextEnum):
+    """A check's outcome; its value is what every report prints ("pass", "fail", "warn", "skip")."""
+
+    PASS = "pass"
+    #: Passed, but worth a look.
+    WARN = "warn"
+    FAIL = "fail"
+    #: Not judged: no evidence or no baseline value. Never counted as passed.
+    SKIP = "skip"
 
 
 @dataclass(frozen=True)
@@ -50,18 +55,17 @@ class CheckResult:
     reason: str
     measured: Any = None
     expected: Any = None
-    #: "pass", "fail", "warn" (passed, but worth a look) or "skip" (not judged: no evidence or no baseline).
-    status: str = PASS
+    status: CheckStatus = CheckStatus.PASS
     #: The node must pass this check (a skip of it is a failure).
     mandatory: bool = False
 
     @property
     def failed(self) -> bool:
-        return self.status == FAIL
+        return self.status == CheckStatus.FAIL
 
     @property
     def skipped(self) -> bool:
-        return self.status == SKIP
+        return self.status == CheckStatus.SKIP
 
 
 @dataclass(frozen=True)
@@ -77,30 +81,30 @@ class Verdict:
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
-        return tuple(c for c in self.checks if c.status == FAIL)
+        return tuple(c for c in self.checks if c.failed)
 
     @property
     def skipped(self) -> tuple[CheckResult, ...]:
-        return tuple(c for c in self.checks if c.status == SKIP)
+        return tuple(c for c in self.checks if c.skipped)
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
 
 
 def ok(name: str, reason: str, measured: Any = None, expected: Any = None) -> CheckResult:
-    return CheckResult(name, True, reason, measured, expected, PASS)
+    return CheckResult(name, True, reason, measured, expected, CheckStatus.PASS)
 
 
 def fail(name: str, reason: str, measured: Any = None, expected: Any = None) -> CheckResult:
-    return CheckResult(name, False, reason, measured, expected, FAIL)
+    return CheckResult(name, False, reason, measured, expected, CheckStatus.FAIL)
 
 
 def warn(name: str, reason: str, measured: Any = None, expected: Any = None) -> CheckResult:
-    return CheckResult(name, True, reason, measured, expected, WARN)
+    return CheckResult(name, True, reason, measured, expected, CheckStatus.WARN)
 
 
 def skip(name: str, reason: str, measured: Any = None, expected: Any = None) -> CheckResult:
-    return CheckResult(name, False, reason, measured, expected, SKIP)
+    return CheckResult(name, False, reason, measured, expected, CheckStatus.SKIP)
 
 
 def listing(items: list[str], limit: int = 6) -> str:

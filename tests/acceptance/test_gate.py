@@ -373,11 +373,52 @@ def test_bad_offering_and_overrides_are_invalid_spec_errors() -> None:
         judge("p5.48xlarge", {"nvidia-smi": "raw text"})
 
 
-def test_check_names_are_documented_in_the_gate() -> None:
-    import metalfleet.bootstrap.acceptance.gate as gate
+def test_every_check_is_registered_once_with_what_the_gate_needs() -> None:
+    from metalfleet.bootstrap.acceptance.checks import CHECKS
+    from metalfleet.providers.checks import ACCEPTANCE_CHECKS
 
-    for name in CHECK_NAMES:
-        assert name in (gate.__doc__ or ""), name
+    # The kernel validates a spec's check names against its own list: the registry is that list, in its order.
+    assert CHECK_NAMES == ACCEPTANCE_CHECKS == tuple(c.name for c in CHECKS)
+    for c in CHECKS:
+        assert c.about and c.hint, c.name
+        part: Any = resolve_baseline("p5.48xlarge")
+        for key in c.baseline_field.split(".") if c.baseline_field else ():  # a field of every baseline
+            assert key in {x.name for x in dataclasses.fields(part)}, (c.name, c.baseline_field)
+            part = getattr(part, key)
+
+
+def test_statuses_print_and_serialise_as_their_values() -> None:
+    import json
+
+    from metalfleet.bootstrap.acceptance import CheckStatus
+    from metalfleet.bootstrap.acceptance.report import to_json
+    from metalfleet.bootstrap.acceptance.results import NodeStatus
+
+    v = judge("p5.48xlarge", {}, {"required": ["gpu-count"]}, node="n1")
+    c = v.check("gpu-count")
+    assert c is not None and c.status is CheckStatus.FAIL
+    assert (str(c.status), f"{c.status}", f"{c.status:>6}", c.status.upper()) == ("fail", "fail", "  fail", "FAIL")
+    assert json.loads(to_json([v]))["nodes"][0]["checks"][0]["status"] == "fail"
+    assert json.dumps({"status": NodeStatus.UNREACHABLE}) == '{"status": "unreachable"}'
+    assert f"{NodeStatus.PASS}={NodeStatus.ERROR}" == "pass=error"
+
+
+def test_one_rdma_fabric_set_for_the_gate_and_the_catalogue() -> None:
+    from metalfleet.bootstrap.acceptance.gate import applicable_checks
+    from metalfleet.providers.browse import catalogue_rows
+    from metalfleet.providers.catalog import load_catalog
+    from metalfleet.providers.checks import RDMA_FABRICS
+    from metalfleet.providers.models import Fabric
+
+    assert RDMA_FABRICS.issubset(f.value for f in Fabric) and Fabric.NONE not in RDMA_FABRICS
+    # The Huawei offering's fabric "hccs" is its NPUs' own RoCE ports: RDMA between servers (HCCL).
+    rows = {r.name: r for r in catalogue_rows(load_catalog())}
+    assert rows["physical.kat2e.48xlarge.8.313t"].rdma and rows["p5.48xlarge"].rdma
+    assert not rows["ecs.ebmgn7.26xlarge"].rdma  # fabric none
+    assert "nccl-transport" in applicable_checks(resolve_baseline("p5.48xlarge"))
+    assert "nccl-transport" not in applicable_checks(resolve_baseline("p5.48xlarge", {"fabric": {"kind": "none"}}))
+    # Ascend nodes run HCCL, not NCCL: no NCCL transport to check, whatever the fabric.
+    assert "nccl-transport" not in applicable_checks(resolve_baseline("huawei.8x910b"))
 
 
 # ------------------------------------------------------------------------- no circular evidence
@@ -473,7 +514,7 @@ def test_the_spec_names_the_mandatory_checks() -> None:
 
 
 def test_a_run_across_nodes_is_judged_on_the_nccl_checks_only() -> None:
-    from metalfleet.bootstrap.acceptance.gate import NCCL_CHECKS
+    from metalfleet.bootstrap.acceptance.checks import NCCL_CHECKS
 
     v = judge("p5.48xlarge", {"nccl-tests": f("nccl-tests", P5_NCCL)}, scope=NCCL_CHECKS)
     assert [c.name for c in v.checks] == list(NCCL_CHECKS) and v.passed

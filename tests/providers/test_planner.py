@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from metalfleet.providers.browse import RDMA_FABRICS
 from metalfleet.providers.catalog import Catalog, parse_catalog
+from metalfleet.providers.checks import RDMA_FABRICS
 from metalfleet.providers.costplot import cost_svg
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import BillingModel, Fabric
