@@ -1,7 +1,7 @@
 """Run the rules over resources: enforcement levels, unknown values and suppressions applied in one place.
 
-The CLI (:mod:`metalfleet.policies.cli`), ``metalfleet validate/up/preview`` and the CrossGuard pack all call
-:func:`evaluate`, so a finding is judged the same way wherever it is reported.
+The check over files (:mod:`metalfleet.policies.check`), ``metalfleet validate/up/preview`` and the CrossGuard pack
+all call :func:`evaluate`, so a finding is judged the same way wherever it is reported.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def _share(data: bytes, opened: OpenedInput, config: PolicyConfig, today: date |
 
 def check_divided(path: str, config: PolicyConfig, jobs: int, *, tf_dir: str | Path | None = None,
                   today: date | None = None) -> Report:
-    """The report :func:`..cli.check_paths` gives for ``[path]``, from ``jobs`` processes."""
+    """The report :func:`.check.check_paths` gives for ``[path]``, from ``jobs`` processes."""
     opened = open_input(path, config, tf_dir)  # an unreadable input fails here, once, before any fork
     today = today or date.today()  # every share judges expiry dates on the same day
     children: list[tuple[int, int, int]] = []

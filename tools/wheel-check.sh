@@ -6,7 +6,12 @@ py="${1:-.venv/bin/python}"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# setuptools builds through build/ and *.egg-info in the source tree and never removes a file from them: a module
+# deleted or moved since the last build would still ship (and a stale egg-info shadows the editable install's
+# entry points for commands run from the repo root). Start from none and leave none.
+clean() { rm -rf "$root/build" "$root"/*.egg-info; }
+clean
+trap 'rm -rf "$out"; clean' EXIT
 "$py" -m build --wheel --outdir "$out/dist" . >/dev/null
 wheel=$(ls "$out"/dist/metalfleet-*.whl)
 "$py" -m venv "$out/venv"

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from ..tables import text_table
-from .results import UNREACHABLE, AcceptanceReport, NodeAcceptance
-from .verdict import CheckResult, Verdict
+from metalfleet.providers.tables import text_table
+
+from .results import AcceptanceReport, NodeAcceptance, NodeStatus
+from .verdict import CheckResult, CheckStatus, Verdict
 
 __all__ = ["check_statuses", "format_table"]
 
 
 def _mark(c: CheckResult) -> str:
-    return {"fail": " FAIL", "skip": " SKIP"}.get(c.status, "")
+    return f" {c.status.upper()}" if c.status in (CheckStatus.FAIL, CheckStatus.SKIP) else ""
 
 
 def _cell_gpus(n: NodeAcceptance) -> str:
@@ -81,7 +82,7 @@ def format_table(report: AcceptanceReport) -> str:
     rows = []
     for n in report.nodes:
         verdict = "PASS" if n.passed else \
-            f"{'UNREACHABLE' if n.status == UNREACHABLE else 'FAIL'}: {_first_clause(n.reason)}"
+            f"{'UNREACHABLE' if n.status == NodeStatus.UNREACHABLE else 'FAIL'}: {_first_clause(n.reason)}"
         rows.append([n.host, n.offering, _cell_gpus(n), _cell_nvlink(n), _cell_fabric(n), _cell_busbw(n.verdict),
                      _cell_skipped(n.verdict), verdict])
     for m in report.multi_node:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from metalfleet.bootstrap.acceptance.cli import main
 from metalfleet.bootstrap.acceptance.quarantine import ACCEPTANCE_TAG, REASON_TAG, load_quarantine
 from metalfleet.providers.fake import FakeDriver
 from metalfleet.providers.fleet import node_specs_for, order_cluster
 from metalfleet.providers.spec import parse_spec
+from metalfleet.stacks.cli import main
 from metalfleet.testing.hosts.harness import HostFleet
 
 from ._sim import IB, P5, fleet_starter
@@ -45,7 +45,7 @@ def write_inventory(fleet: HostFleet, path: Path) -> Path:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "metalfleet.bootstrap.acceptance.cli", "verify", *args],
+    return subprocess.run([sys.executable, "-m", "metalfleet.stacks.cli", "verify", *args],
                           capture_output=True, text=True, timeout=120, env=env)
 
 

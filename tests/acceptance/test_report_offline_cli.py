@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from metalfleet.bootstrap.acceptance import judge
-from metalfleet.bootstrap.acceptance.cli import add_cli_commands
 from metalfleet.bootstrap.acceptance.offline import kind_for_path, parse_file, verify_dir
 from metalfleet.bootstrap.acceptance.report import to_json, to_junit, to_markdown
 from metalfleet.bootstrap.parsers import ParseError, parse
+from metalfleet.stacks.cli.verify import add_commands as add_cli_commands
 
 from ._fixtures import FIXTURE_KINDS, FIXTURES, read_fixture
 

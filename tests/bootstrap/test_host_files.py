@@ -107,7 +107,7 @@ def test_verify_cli_refuses_a_save_dir_link_out_naming_it(tmp_path: Path) -> Non
     inv = tmp_path / "hosts.yaml"
     inv.write_text(yaml.safe_dump({"hosts": [{"name": "gpu0", "address": "127.0.0.1", "port": 9,
                                               "offering": "p5.48xlarge", "provider": "aws"}]}))
-    out = subprocess.run([sys.executable, "-m", "metalfleet.bootstrap.acceptance.cli", "verify", str(inv),
+    out = subprocess.run([sys.executable, "-m", "metalfleet.stacks.cli", "verify", str(inv),
                           "--save-dir", str(save)], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2, out.stderr
     assert "gpu0" in out.stderr and "outside" in out.stderr and str(outside) in out.stderr

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from metalfleet.policies.adapters.common import gpu_type
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.policies.config import parse_config
 from metalfleet.providers.catalog import load_catalog
 

@@ -24,7 +24,7 @@ from typing import Any
 import boto3
 import pytest
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.stacks.engine import engine_env
 from metalfleet.testing.ec2 import Ec2Emulator, start_ec2_emulator
 from tests.stacks.projects import link_test_environment

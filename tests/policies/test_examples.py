@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 INPUTS = sorted([*EXAMPLES.glob("*/cluster.yaml"), *EXAMPLES.glob("*/pool.yaml")])

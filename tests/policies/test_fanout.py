@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from metalfleet.policies.adapters import load_input, open_input
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.policies.config import PolicyConfig, parse_config
 from metalfleet.policies.engine import evaluate
 from metalfleet.policies.fanout import BYTES_PER_JOB, _share, auto_jobs

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.stacks.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"

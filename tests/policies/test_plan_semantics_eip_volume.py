@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from tests.policies.test_plan_semantics_21 import R, Ref, plan, ref
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 
 from .cases import PULUMI_UNKNOWN, TAGS, urn
 from .test_rules_metalfleet import NEW_TYPES, OLD_TYPE, _props

@@ -196,7 +196,7 @@ def test_large_json_report_is_byte_identical_to_json_dumps(inputs: list[Path]) -
     from msgspec.structs import replace
 
     from metalfleet.policies import parse_config
-    from metalfleet.policies.cli import check_paths
+    from metalfleet.policies.check import check_paths
     from metalfleet.policies.report import _json_compact, _json_doc, render_json
 
     config = parse_config({"suppressions": [

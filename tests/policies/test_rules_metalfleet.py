@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.policies.config import parse_config
 from metalfleet.policies.model import UNKNOWN
 from metalfleet.providers import parse_spec

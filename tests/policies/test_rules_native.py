@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.policies.config import parse_config
 
 from .cases import PULUMI_UNKNOWN, TAGS, run_pack, write_plan

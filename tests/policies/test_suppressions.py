@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metalfleet.policies.cli import check_paths
+from metalfleet.policies.check import check_paths
 from metalfleet.policies.config import load_config, parse_config
 from metalfleet.providers.errors import InvalidSpecError
 

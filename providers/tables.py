@@ -1,4 +1,5 @@
-"""Plain-text tables for terminal output (the CLI's listings, the acceptance table). Standard library only."""
+"""Plain-text tables for terminal output: the one table printer of metalfleet (the command line's listings, the
+acceptance table). Standard library only."""
 
 from __future__ import annotations
 

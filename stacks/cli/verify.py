@@ -1,11 +1,11 @@
-"""argparse subcommands ``parse`` and ``verify`` (wired into the main CLI elsewhere).
+"""``metalfleet parse`` and ``metalfleet verify`` over the acceptance gate (:mod:`metalfleet.bootstrap.acceptance`).
 
 ``verify`` judges either saved outputs (``--from-dir DIR --offering NAME``) or live nodes over SSH:
 an inventory file (``metalfleet verify hosts.yaml``) or a cluster spec, whose hosts are the
-provider's live nodes of that cluster (``metalfleet verify cluster.yaml --driver-config KEY=VALUE``).
+provider's live nodes of that cluster (``metalfleet verify cluster.yaml --driver-config KEY=VALUE``;
+:mod:`metalfleet.bootstrap.acceptance.targets`).
 
 Handlers return an exit code: 0 pass, 1 acceptance failed, 2 usage or parse error.
-Also runnable alone: ``python -m metalfleet.bootstrap.acceptance.cli verify ...``.
 """
 
 from __future__ import annotations
@@ -16,25 +16,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from metalfleet.providers.errors import InvalidSpecError
-from metalfleet.providers.tags import TAG_ACCEPTANCE
+from .flags import add_driver_config
+from .output import add_json, dump, write_report
 
-from ..parsers import PARSERS, ParseError
-from .baselines import known_offerings, set_dotted
-from .offline import parse_file, verify_dir
-from .report import to_json, to_junit, to_markdown
-
-__all__ = ["add_cli_commands", "cmd_parse", "cmd_verify"]
+__all__ = ["add_commands", "cmd_parse", "cmd_verify"]
 
 
-def add_cli_commands(subparsers: Any) -> None:
-    """Register ``parse`` and ``verify`` on an ``ArgumentParser.add_subparsers()`` object."""
+def add_commands(subparsers: Any) -> None:
+    from metalfleet.bootstrap.acceptance.baselines import known_offerings
+    from metalfleet.bootstrap.parsers import PARSERS
+    from metalfleet.providers.tags import TAG_ACCEPTANCE
+
     p = subparsers.add_parser("parse", help="parse one saved command output",
                               description="Parse a saved command output (KIND 'auto' guesses from name/content).")
     p.add_argument("kind", metavar="KIND", choices=["auto", *sorted(PARSERS)],
                    help="auto, or one of: " + ", ".join(sorted(PARSERS)))
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print the parsed result as JSON")
+    add_json(p, "print the parsed result as JSON")
     p.set_defaults(func=cmd_parse)
 
     v = subparsers.add_parser(
@@ -55,8 +53,7 @@ def add_cli_commands(subparsers: Any) -> None:
     v.add_argument("--save-dir", metavar="DIR", dest="save_dir",
                    help="live: save every host's raw outputs under DIR/<host>/ (re-judge with --from-dir); a "
                         "name that is not a plain lower-case file name gets a short hash (gpu/1: gpu_1+43310e83c7fd)")
-    v.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE", dest="driver_config",
-                   help="SPEC: non-secret driver setting (credentials come from the environment)")
+    add_driver_config(v, "SPEC: non-secret driver setting (credentials come from the environment)")
     v.add_argument("--quarantine-file", metavar="FILE", dest="quarantine_file",
                    help="live: record failed hosts there (label acceptance=quarantined) and drop hosts that pass")
     v.add_argument("--tag-failed", action="store_true", dest="tag_failed",
@@ -70,7 +67,7 @@ def add_cli_commands(subparsers: Any) -> None:
     v.add_argument("--threshold", type=float, metavar="FRACTION", help="pass fraction of baseline (default 0.9)")
     v.add_argument("--override", action="append", default=[], metavar="PATH=JSON",
                    help="override a baseline field, e.g. nccl.all_reduce.intra_node_ring_busbw_gbs=300")
-    v.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    add_json(v, "print the verdict as JSON")
     v.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     v.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
     v.set_defaults(func=cmd_verify)
@@ -91,6 +88,10 @@ def _summary(doc: Any) -> str:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    from metalfleet.bootstrap.acceptance.offline import parse_file
+    from metalfleet.bootstrap.parsers import ParseError
+    from metalfleet.providers.errors import InvalidSpecError
+
     try:
         doc = parse_file(args.kind, args.file)
     except ParseError as exc:  # names the tool, the line and the file
@@ -99,36 +100,17 @@ def cmd_parse(args: argparse.Namespace) -> int:
     except InvalidSpecError as exc:  # not readable as text: names the file (and the bad byte's offset)
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(doc, indent=2, allow_nan=False) if args.json else _summary(doc))
+    print(dump(doc, allow_nan=False) if args.json else _summary(doc))
     return 0
 
 
-def _write(path: str, text: str, what: str) -> None:
-    """Write a report; a folder that does not exist or cannot be written is an error naming the path."""
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InvalidSpecError(f"cannot write {what} {path}: {exc.strerror or exc}", field="path",
-                               value=path) from exc
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in args.override:
-        path, sep, raw = item.partition("=")
-        if not sep or not path:
-            raise InvalidSpecError(f"--override wants PATH=JSON, got {item!r}", field="override", value=item)
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        set_dotted(out, path, value)
-    if args.threshold is not None:
-        out["threshold"] = args.threshold
-    return out
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
+    from metalfleet.bootstrap.acceptance.offline import verify_dir
+    from metalfleet.bootstrap.acceptance.report import to_json, to_junit, to_markdown
+    from metalfleet.bootstrap.acceptance.targets import parse_overrides
+    from metalfleet.bootstrap.parsers import ParseError
+    from metalfleet.providers.errors import InvalidSpecError
+
     if args.from_dir and args.target:
         print("error: give INVENTORY|SPEC or --from-dir DIR, not both", file=sys.stderr)
         return 2
@@ -141,11 +123,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print("error: --from-dir needs --offering NAME", file=sys.stderr)
         return 2
     try:
-        verdict = verify_dir(args.from_dir, args.offering, _overrides(args) or None, node=args.node)
+        verdict = verify_dir(args.from_dir, args.offering, parse_overrides(args.override, args.threshold) or None,
+                             node=args.node)
         if args.junit:
-            _write(args.junit, to_junit([verdict]), "JUnit report")
+            write_report(args.junit, to_junit([verdict]), "JUnit report")
         if args.markdown:
-            _write(args.markdown, to_markdown([verdict]), "Markdown report")
+            write_report(args.markdown, to_markdown([verdict]), "Markdown report")
     except ParseError as exc:  # names the tool, the line and the file
         print(f"parse error: {exc.message}", file=sys.stderr)
         return 2
@@ -165,14 +148,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else 1
 
 
-# --------------------------------------------------------------------------------------------- live
-
-
 class _Progress:
     """Host-done lines on stderr (every probe with -v)."""
 
     def __init__(self, verbose: bool) -> None:
-        from ..progress import TerminalProgress
+        from metalfleet.bootstrap.progress import TerminalProgress
 
         self.term = TerminalProgress(sys.stderr, verbose=verbose)
         self.verbose = verbose
@@ -182,88 +162,48 @@ class _Progress:
             self.term(ev)
 
 
-def _load_target(path: str, args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any],
-                                                                                       Any]:
-    """(inventory, overrides, (driver, nodes) or None) for an inventory or a cluster spec file."""
-    from ..inventory import Inventory, load_target
-
-    target = load_target(path)
-    if isinstance(target, Inventory):
-        return target, overrides, None
-    from metalfleet.providers.merge import deep_merge
-    from metalfleet.providers.registry import get_driver, parse_driver_config
-
-    from ..api import live_inventory
-    from .quarantine import spec_overrides
-
-    spec = target
-    driver = get_driver(spec.provider, region=spec.region,
-                        **parse_driver_config(args.driver_config, provider=spec.provider))
-    inventory, nodes = live_inventory(spec, driver)
-    merged = deep_merge(spec_overrides(spec), overrides)
-    return inventory, merged, (driver, nodes)
-
-
-def _check_save_dir(root: Path, hosts: Any, offering: str | None) -> None:
-    """Every host's folder (and each all-reduce group's) stays under ``root`` and is its own: refused before
-    any connection otherwise (a host named ``..``, a link out of ``root``)."""
-    from ..logs import check_host_paths
-    from ..sessions import host_folder
-
-    groups = sorted({f"multinode-{offering or h.offering}" for h in hosts if offering or h.offering})
-    check_host_paths(root, [*(h.name for h in hosts), *groups], host_folder, "saved-outputs folder")
-
-
 def _verify_live(args: argparse.Namespace) -> int:
-    from metalfleet.providers.errors import MetalfleetError
-    from metalfleet.providers.lifecycle import quarantine
-
-    from .live import format_table, run_acceptance
-    from .probes import AcceptanceOptions
-    from .quarantine import load_quarantine, write_quarantine
+    from metalfleet.bootstrap.acceptance.live import format_table, run_acceptance
+    from metalfleet.bootstrap.acceptance.probes import AcceptanceOptions
+    from metalfleet.bootstrap.acceptance.quarantine import load_quarantine, write_quarantine
+    from metalfleet.bootstrap.acceptance.targets import (
+        check_save_dir,
+        load_verify_target,
+        parse_overrides,
+        record_nodes,
+    )
+    from metalfleet.bootstrap.sessions import select_hosts
+    from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
 
     try:
-        inventory, overrides, cloud = _load_target(args.target, args, _overrides(args))
+        target = load_verify_target(args.target, args.driver_config, parse_overrides(args.override, args.threshold))
+        inventory = target.inventory
         if args.quarantine_file:
             load_quarantine(args.quarantine_file)  # a file that cannot be updated fails before the run
         options = AcceptanceOptions(nccl=not args.no_nccl, multi_node=not args.no_multi_node,
                                     dcgm_level=args.dcgm)
-        from ..sessions import select_hosts
-
         if args.limit and not select_hosts(inventory.hosts, args.limit):
             print(f"error: --limit {' '.join(args.limit)} matches no host of {args.target}", file=sys.stderr)
             return 2
         if args.save_dir:
-            _check_save_dir(Path(args.save_dir), select_hosts(inventory.hosts, args.limit), args.offering)
-        report = run_acceptance(inventory, offering=args.offering, overrides=overrides or None,
+            check_save_dir(Path(args.save_dir), select_hosts(inventory.hosts, args.limit), args.offering)
+        report = run_acceptance(inventory, offering=args.offering, overrides=target.overrides or None,
                                 progress=_Progress(args.verbose), max_workers=max(1, args.workers),
                                 limit=args.limit, options=options, save_dir=args.save_dir)
-    except InvalidSpecError as exc:
+    except MetalfleetError as exc:  # a bad input (InvalidSpecError) or a driver that cannot list the nodes
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except MetalfleetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if cloud is not None:
-        driver, nodes = cloud
-        by_addr = {n.private_ip: n for n in nodes}
-        for n in report.nodes:
-            node = by_addr.get(n.address)
-            n.node_id = node.id if node else None
-            if args.tag_failed and node is not None and not n.passed:
-                try:
-                    if not quarantine(driver, node.id, n.reason):
-                        print(f"note: driver {driver.name} cannot tag nodes; {node.id} not tagged", file=sys.stderr)
-                except MetalfleetError as exc:
-                    print(f"error: tagging {node.id} failed: {exc}", file=sys.stderr)
+    if target.driver is not None:
+        for line in record_nodes(report, target, tag_failed=args.tag_failed):
+            print(line, file=sys.stderr)
     print(report.to_json() if args.json else format_table(report))
     try:
         if args.quarantine_file:
             write_quarantine(report, args.quarantine_file)
         if args.junit:
-            _write(args.junit, report.to_junit(), "JUnit report")
+            write_report(args.junit, report.to_junit(), "JUnit report")
         if args.markdown:
-            _write(args.markdown, report.to_markdown(), "Markdown report")
+            write_report(args.markdown, report.to_markdown(), "Markdown report")
     except InvalidSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -271,14 +211,3 @@ def _verify_live(args: argparse.Namespace) -> int:
         print(f"error: cannot write quarantine file {args.quarantine_file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0 if report.passed else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="metalfleet", description="metalfleet acceptance commands")
-    add_cli_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

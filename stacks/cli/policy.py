@@ -1,61 +1,52 @@
-"""``metalfleet policy check``: the rule set over files, for a pull request check.
+"""``metalfleet policy check``: the rule set over files, for a pull request check (:mod:`metalfleet.policies.check`);
+and the policy summary ``validate`` and ``up/preview`` print for their spec.
 
 Exit codes: 0 no mandatory violation, 1 mandatory violations (with ``--baseline``: new ones only), 2 an input,
 the config or the baseline cannot be read (one line naming the file).
-Also the policy summary ``metalfleet validate`` and ``up/preview`` print for their spec.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
-from collections.abc import Sequence
-from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .adapters import LoadedInput, load_input
-from .baseline import compare, read_baseline, write_baseline
-from .config import PolicyConfig, load_config
-from .engine import InputSummary, Report, evaluate
-from .report import FORMATS, render, summary
+if TYPE_CHECKING:
+    from metalfleet.policies import Report
 
-__all__ = ["add_cli_commands", "check_paths", "cmd_policy_check", "spec_report_for", "summary_lines"]
+__all__ = ["add_commands", "add_policy_flags", "cmd_policy_check", "spec_policy", "spec_policy_lines"]
 
 
-def check_paths(paths: Sequence[str | Path], config: PolicyConfig | None = None, *,
-                tf_dir: str | Path | None = None, today: date | None = None, jobs: int = 1) -> Report:
-    """Load every input (kind from its content) and judge all their resources together. ``jobs`` > 1 divides a
-    single input among that many processes (:mod:`.fanout`; the report is the same)."""
-    config = config or PolicyConfig()
-    if jobs > 1 and len(paths) == 1 and hasattr(os, "fork"):
-        from .fanout import check_divided
-
-        return check_divided(str(paths[0]), config, jobs, tf_dir=tf_dir, today=today)
-    loaded: list[LoadedInput] = [load_input(p, config, tf_dir) for p in paths]
-    resources = [r for li in loaded for r in li.resources]
-    report = evaluate(resources, config, suppressions=[s for li in loaded for s in li.suppressions], today=today)
-    report.inputs = [InputSummary(li.path, li.kind, len(li.resources)) for li in loaded]
-    return report
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy-config", metavar="policy.yaml", help="policy settings and suppressions")
+    p.add_argument("--no-policy", action="store_true", help="skip the policy check of the spec")
 
 
-def spec_report_for(spec_path: str | Path, config_path: str | Path | None = None) -> Report:
-    """The policy report for one cluster spec (``metalfleet validate``, ``up``, ``preview``)."""
-    config = load_config(config_path) if config_path else PolicyConfig()
-    return check_paths([spec_path], config)
+def spec_policy(args: argparse.Namespace) -> Report | None:
+    """The policy findings for the spec a command reads; None with --no-policy."""
+    if getattr(args, "no_policy", False):
+        return None
+    from metalfleet.policies.check import spec_report_for
+
+    return spec_report_for(args.spec, getattr(args, "policy_config", None))
 
 
-def summary_lines(report: Report) -> list[str]:
-    """Short lines for a command's own output: each finding and suppression, then the verdict."""
-    text = render(report, "text").splitlines()
-    return text[1:]  # without the input line (the caller names the spec)
+def spec_policy_lines(report: Report) -> str:
+    """The findings and the verdict, each line marked ``policy:`` (the command names the spec itself)."""
+    from metalfleet.policies.check import summary_lines
+
+    return "\n".join(f"policy: {line}" for line in summary_lines(report))
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
     # A run builds many small objects and frees none until it ends: the cyclic GC would only rescan them.
     gc.disable()
+    from metalfleet.policies.baseline import compare, read_baseline, write_baseline
+    from metalfleet.policies.check import check_paths
+    from metalfleet.policies.config import PolicyConfig, load_config
+    from metalfleet.policies.report import render, summary
     from metalfleet.providers.errors import InvalidSpecError
     from metalfleet.providers.textfile import check_output_path, write_text_file
 
@@ -71,7 +62,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config else PolicyConfig()
     jobs = args.jobs
     if jobs is None:
-        from .fanout import auto_jobs
+        from metalfleet.policies.fanout import auto_jobs
 
         jobs = auto_jobs(args.paths)
     report = check_paths(args.paths, config, tf_dir=args.tf_dir, jobs=jobs)
@@ -87,11 +78,12 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         print(f"wrote {n} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
         if cmp is None:
             return 0  # recording the findings accepts them; with --baseline too, the comparison decides
-    return cmp.exit_code if cmp is not None else report.exit_code
+    return int(cmp.exit_code if cmp is not None else report.exit_code)
 
 
-def add_cli_commands(sub: Any) -> None:
-    """``metalfleet policy check`` (registered by metalfleet.stacks.cli)."""
+def add_commands(sub: Any) -> None:
+    from metalfleet.policies.report import FORMATS
+
     p = sub.add_parser("policy", help="policy-as-code checks (encryption, isolation, tags) on specs, inventories, "
                                       "Pulumi and Terraform")
     psub = p.add_subparsers(dest="policy_command", required=True)

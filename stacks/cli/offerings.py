@@ -1,25 +1,22 @@
-"""``metalfleet offerings``: the shipped catalogue by default (offline, no credentials), the providers with --live.
-
-Kept apart from :mod:`metalfleet.stacks.cli` so the listing can grow (more providers, more columns) without
-touching the command table.
-"""
+"""``metalfleet offerings``: the shipped catalogue by default (offline, no credentials), the providers with --live
+(:mod:`metalfleet.providers.browse` selects and compares; this module renders)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from metalfleet.providers import Fabric
-from metalfleet.providers.browse import OfferingRow, catalogue_rows, live_differences, price_age
-from metalfleet.providers.catalog import Catalog, catalog_from_file, load_catalog
-from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
+from .flags import bounded_int
+from .output import add_json, dump, text_table
 
-__all__ = ["CATALOG_ENV", "add_arguments", "bounded_int", "catalog_for", "cmd_offerings", "row_cells"]
+if TYPE_CHECKING:
+    from metalfleet.providers.browse import OfferingRow
+    from metalfleet.providers.catalog import Catalog
+
+__all__ = ["CATALOG_ENV", "add_commands", "catalog_for", "cmd_offerings", "row_cells"]
 
 #: A catalogue file to read instead of the shipped one (as ``--catalog``), e.g. one a refresh wrote.
 CATALOG_ENV = "METALFLEET_CATALOG"
@@ -30,6 +27,8 @@ HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric"
 def catalog_for(path: str | None) -> Catalog:
     """``--catalog`` (or $METALFLEET_CATALOG), else the catalogue shipped with metalfleet. A bad file is a
     one-line error naming the file and where it came from (the flag or the variable)."""
+    from metalfleet.providers.catalog import catalog_from_file, load_catalog
+
     if path:
         return catalog_from_file(path, "offering catalogue (--catalog)")
     env = os.environ.get(CATALOG_ENV)
@@ -38,28 +37,14 @@ def catalog_for(path: str | None) -> Catalog:
     return load_catalog()
 
 
-def bounded_int(low: int, high: int = 1_000_000) -> Callable[[str], int]:
-    """An argparse ``type`` for a whole number in ``low``..``high``: ``--top -3`` or ``--min-gpus 1e9`` is
-    refused by the parser (exit 2, naming the flag and the value) instead of meaning something odd."""
-
-    def parse(text: str) -> int:
-        value = text.strip()
-        if not value.lstrip("+-").isdigit() or not value.isascii():
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-        number = int(value)
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"must be {low}..{high}, got {number}")
-        return number
-
-    parse.__name__ = "whole number"  # argparse names the type in its message
-    return parse
-
-
 def _n(value: float | None, unit: str = "") -> str:
     return "?" if value is None else f"{value:g}{unit}"
 
 
 def row_cells(row: OfferingRow, today: date) -> list[str]:
+    from metalfleet.providers.browse import price_age
+    from metalfleet.providers.models import Fabric
+
     memory = f" {row.gpu_memory_gib} GiB" if row.gpu_memory_gib is not None else " ? GiB"
     gpus = f"{row.gpu_count}x {row.gpu_model}{memory}" if row.gpu_count else "-"
     link = row.interconnect.value + (f" {row.interconnect_gbps:g} GB/s" if row.interconnect_gbps else "")
@@ -80,21 +65,11 @@ def row_cells(row: OfferingRow, today: date) -> list[str]:
     return [row.provider, name, row.region or "-", gpus, link, fabric, cpus, nvme, bare, billing, age]
 
 
-def add_arguments(o: argparse.ArgumentParser) -> None:
-    o.add_argument("--provider", action="append", help="provider name (repeatable; default: every provider)")
-    o.add_argument("--region", help="only this region (with --live: the region to ask)")
-    o.add_argument("--gpu", help="GPU/NPU model, e.g. H100")
-    o.add_argument("--min-gpus", type=bounded_int(0, 1024), default=0, help="at least this many GPUs per node")
-    o.add_argument("--fabric", choices=[f.value for f in Fabric])
-    o.add_argument("--orderable", action="store_true", help="only offerings metalfleet's drivers order")
-    o.add_argument("--live", action="store_true",
-                   help="ask each provider (credentials from the environment) and show what differs from the "
-                        "shipped data")
-    o.add_argument("--catalog", metavar="catalog.json", help=f"read this catalogue file (or ${CATALOG_ENV})")
-    o.add_argument("--json", action="store_true")
-
-
 def cmd_offerings(args: argparse.Namespace) -> int:
+    from metalfleet.providers.browse import catalogue_rows
+    from metalfleet.providers.errors import InvalidSpecError
+    from metalfleet.providers.models import Fabric
+
     catalog, today = catalog_for(args.catalog), date.today()
     providers = args.provider or []
     known = catalog.providers()
@@ -108,10 +83,8 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     if args.live:
         return _live(args, catalog, providers or known, rows, today)
     if args.json:
-        print(json.dumps([r.to_dict(today) for r in rows], indent=2))
+        print(dump([r.to_dict(today) for r in rows]))
         return 0
-    from metalfleet.bootstrap.tables import text_table
-
     print(text_table([row_cells(r, today) for r in rows], HEADER))
     notes = dict.fromkeys(f"  {r.provider} {r.name}: {c}" for r in rows for c in r.constraints)
     if notes:
@@ -125,12 +98,13 @@ def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows
           today: date) -> int:
     """Ask each provider's driver; print its offerings and what differs from the shipped data."""
     from metalfleet.providers import get_driver
+    from metalfleet.providers.browse import live_differences
+    from metalfleet.providers.errors import MetalfleetError
     from metalfleet.providers.registry import available_drivers
+    from metalfleet.providers.retry import DEFAULT_POLICY
 
     failed = 0
     report: list[dict[str, Any]] = []
-    from metalfleet.providers.retry import DEFAULT_POLICY
-
     for name in providers:
         if name not in available_drivers():
             print(f"{name}: no driver in this metalfleet: shipped data only", file=sys.stderr)
@@ -151,10 +125,8 @@ def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows
                            "differences": [{"name": d.name, "field": d.field, "shipped": d.shipped, "live": d.live}
                                            for d in diffs]})
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
+        print(dump(report, default=str))
     else:
-        from metalfleet.bootstrap.tables import text_table
-
         for part in report:
             print(f"{part['provider']} {part['region']}: {len(part['offerings'])} offering(s) live")
             print(text_table([[o["name"], f"{o['gpu_count']}x {o['gpu_model']} {o['gpu_memory_gib']} GiB",
@@ -168,3 +140,21 @@ def _live(args: argparse.Namespace, catalog: Catalog, providers: list[str], rows
                 live_value = "absent" if d["live"] is None else d["live"]
                 print(f"  {d['name']} {d['field']}: shipped {shipped}, live {live_value}")
     return 1 if failed else 0
+
+
+def add_commands(sub: Any) -> None:
+    from metalfleet.providers.models import Fabric
+
+    o = sub.add_parser("offerings", help="list normalised GPU offerings (shipped catalogue; --live asks providers)")
+    o.add_argument("--provider", action="append", help="provider name (repeatable; default: every provider)")
+    o.add_argument("--region", help="only this region (with --live: the region to ask)")
+    o.add_argument("--gpu", help="GPU/NPU model, e.g. H100")
+    o.add_argument("--min-gpus", type=bounded_int(0, 1024), default=0, help="at least this many GPUs per node")
+    o.add_argument("--fabric", choices=[f.value for f in Fabric])
+    o.add_argument("--orderable", action="store_true", help="only offerings metalfleet's drivers order")
+    o.add_argument("--live", action="store_true",
+                   help="ask each provider (credentials from the environment) and show what differs from the "
+                        "shipped data")
+    o.add_argument("--catalog", metavar="catalog.json", help=f"read this catalogue file (or ${CATALOG_ENV})")
+    add_json(o)
+    o.set_defaults(func=cmd_offerings)

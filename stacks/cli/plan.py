@@ -1,21 +1,21 @@
-"""``metalfleet plan`` (rank where to run by total cost, write the chosen cluster spec, plot cost over time) and
-``metalfleet catalogue refresh`` (update catalogue prices from the providers' pricing APIs).
-
-Registered through :func:`add_cli_commands`, as the other optional command groups are.
-"""
+"""``metalfleet plan``: rank where to run by total cost (:func:`metalfleet.providers.planner.recommend`), write the
+chosen cluster spec, plot cost over time."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from metalfleet.providers.errors import InvalidSpecError
-from metalfleet.providers.planner import Option, Plan, load_requirements, recommend, spec_yaml
+from .flags import bounded_int
+from .offerings import catalog_for
+from .output import add_json, dump, text_table
 
-__all__ = ["add_cli_commands", "cmd_catalogue_refresh", "cmd_plan", "plan_text"]
+if TYPE_CHECKING:
+    from metalfleet.providers.planner import Option, Plan
+
+__all__ = ["add_commands", "cmd_plan", "plan_text"]
 
 
 def _money(value: float, currency: str) -> str:
@@ -24,8 +24,6 @@ def _money(value: float, currency: str) -> str:
 
 def plan_text(result: Plan, *, top: int = 10, detail: int = 3) -> str:
     """The plan as a reader wants it: assumptions, the ranking, the best options' costs and warnings, refusals."""
-    from metalfleet.bootstrap.tables import text_table
-
     req, cur = result.requirements, result.requirements.currency
     out = ["assumptions:", *[f"  - {a}" for a in result.assumptions], ""]
     if not result.options:
@@ -64,8 +62,9 @@ def _option_dict(o: Option) -> dict[str, Any]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from metalfleet.providers.errors import InvalidSpecError
+    from metalfleet.providers.planner import load_requirements, recommend, spec_yaml
     from metalfleet.providers.textfile import check_output_path
-    from metalfleet.stacks.offerings_cli import catalog_for
 
     # Where the results go is checked first: a bad --out or --plot costs nothing and leaves nothing half written.
     outputs = [(flag, path) for flag, path in (("--out", args.out), ("--plot", args.plot)) if path is not None]
@@ -76,9 +75,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     req = load_requirements(args.requirements)
     result = recommend(req, catalog_for(args.catalog))
     if args.json:
-        print(json.dumps({"currency": req.currency, "assumptions": list(result.assumptions),
-                          "options": [_option_dict(o) for o in result.options],
-                          "rejected": [str(r) for r in result.rejected]}, indent=2))
+        print(dump({"currency": req.currency, "assumptions": list(result.assumptions),
+                    "options": [_option_dict(o) for o in result.options],
+                    "rejected": [str(r) for r in result.rejected]}))
     else:
         print(plan_text(result, top=args.top))
     if not result.options:
@@ -108,18 +107,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_catalogue_refresh(args: argparse.Namespace) -> int:
-    from metalfleet.providers.refresh import refresh_catalogue
-
-    report = refresh_catalogue(args.catalog, args.out, providers=args.provider or ["aws"],
-                               regions=args.region or None, endpoint_url=args.endpoint_url)
-    print(report.text())
-    return 0
-
-
-def add_cli_commands(sub: Any) -> None:
-    from metalfleet.stacks.offerings_cli import bounded_int
-
+def add_commands(sub: Any) -> None:
     p = sub.add_parser("plan", help="rank where to run a job by total cost (shipped catalogue, offline) and write "
                                     "the chosen cluster spec")
     p.add_argument("requirements", help="REQUIREMENTS.yaml: gpus or nodes, gpu, fabric, regions, duration, budget, "
@@ -131,22 +119,5 @@ def add_cli_commands(sub: Any) -> None:
     p.add_argument("--plot", metavar="cost.svg", help="write cost over the run per option as an SVG chart")
     p.add_argument("--plot-top", type=bounded_int(1), default=5, help="options in the chart (default 5)")
     p.add_argument("--top", type=bounded_int(1), default=10, help="options listed (default 10)")
-    p.add_argument("--json", action="store_true")
+    add_json(p)
     p.set_defaults(func=cmd_plan)
-
-    c = sub.add_parser("catalogue", help="the offering catalogue")
-    csub = c.add_subparsers(dest="catalogue_command", required=True)
-    r = csub.add_parser("refresh", help="update catalogue prices from the providers' pricing APIs (AWS Price List "
-                                        "query API, Alibaba ECS DescribePrice, Huawei BSS price inquiry); never "
-                                        "drops an offering")
-    from metalfleet.providers.refresh import PRICE_SOURCES
-
-    r.add_argument("--provider", action="append", choices=sorted(PRICE_SOURCES),
-                   help="provider with a pricing API client (default aws)")
-    r.add_argument("--region", action="append", help="region to price (repeatable; default: the regions the "
-                                                     "catalogue prices)")
-    r.add_argument("--catalog", metavar="catalog.json", help="the catalogue to start from (default: the shipped one)")
-    r.add_argument("--out", metavar="catalog.json", required=True,
-                   help="where to write the refreshed catalogue (use it with --catalog or $METALFLEET_CATALOG)")
-    r.add_argument("--endpoint-url", help="the pricing API endpoint (default: the provider's; a local emulator)")
-    r.set_defaults(func=cmd_catalogue_refresh)
