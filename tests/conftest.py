@@ -17,6 +17,10 @@ from metalfleet.testing import usage as areas
 from metalfleet.testing.kit import EmulatorClient
 from tests.prereq import require_root
 
+#: The emulators' fixtures, registered once for every test folder (pytest reads ``pytest_plugins`` only here, in
+#: the rootdir's conftest). A session-scoped emulator still starts only when a test asks for it.
+pytest_plugins = ["tests.emulators.fixtures", "tests.emulators.alibaba_fixtures", "tests.emulators.huawei_fixtures"]
+
 ALLOW_SKIPS = "METALFLEET_ALLOW_SKIPS"
 
 

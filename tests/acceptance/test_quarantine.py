@@ -39,6 +39,7 @@ from metalfleet.providers.fleet import node_specs_for, order_cluster
 from metalfleet.providers.models import Node, NodeSpec, NodeState
 from metalfleet.providers.spec import ClusterSpec, parse_spec
 from metalfleet.testing.hosts.harness import HostFleet
+from tests.specs import cluster_spec
 
 from ._sim import IB, IB_PORT_DOWN, fleet_starter
 
@@ -57,9 +58,8 @@ def spec_for(fleet: HostFleet | None, count: int, *, replace_failed: bool = Fals
     ssh = {"user": "mfnode"}
     if fleet is not None:
         ssh.update(private_key=str(fleet.client_key), known_hosts=str(fleet.known_hosts))
-    return parse_spec({"name": "acc", "provider": "fake", "region": "local-1", "offering": "fake.8xh100",
-                       "count": count, "image": "img-1", "ssh": ssh,
-                       "acceptance": {"replace_failed": replace_failed, "retry_budget": budget}})
+    return cluster_spec("fake", "acc", count, ssh=ssh,
+                        acceptance={"replace_failed": replace_failed, "retry_budget": budget})
 
 
 def sim_inventory(fleet: HostFleet) -> Callable[[Sequence[Node]], Inventory]:

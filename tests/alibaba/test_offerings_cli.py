@@ -11,12 +11,11 @@ import sys
 from metalfleet.providers.catalog import load_catalog
 from metalfleet.testing.alibaba import ACCESS_KEY_ID, ACCESS_KEY_SECRET, REGION, AlibabaEmulator
 from metalfleet.testing.ec2 import Ec2Emulator
-from tests.emulators.fixtures import ec2_emulator, ec2_emulator_session  # noqa: F401  (fixtures)
 
 CLI = [sys.executable, "-m", "metalfleet.stacks.cli", "offerings"]
 
 
-def test_offerings_lists_aws_and_alibaba_side_by_side(ec2_emulator: Ec2Emulator,  # noqa: F811
+def test_offerings_lists_aws_and_alibaba_side_by_side(ec2_emulator: Ec2Emulator,
                                                       emulator: AlibabaEmulator) -> None:
     env = {**os.environ, "AWS_ENDPOINT_URL": ec2_emulator.url, "ALIBABA_CLOUD_ECS_ENDPOINT": emulator.url,
            "ALIBABA_CLOUD_ACCESS_KEY_ID": ACCESS_KEY_ID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": ACCESS_KEY_SECRET}

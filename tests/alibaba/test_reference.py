@@ -55,6 +55,7 @@ from metalfleet.testing.alibaba import (
 )
 from tests.emulators.alibaba_fixtures import ALIBABA_ENV, ecs_call
 from tests.emulators.running import running_emulator
+from tests.specs import DATA_DISK, TEAM_TAGS, cluster_spec_data
 
 from .conftest import FAST
 
@@ -368,13 +369,8 @@ def test_the_rpc_signature_is_the_references_worked_example() -> None:
 
 # -- the driver's requests and the emulator's answers --------------------------------------------------------
 def _spec(cluster: str, **overrides: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "name": cluster, "provider": "alibaba", "region": REGION, "zone": ZONE, "offering": ERI_TYPE, "count": 1,
-        "image": IMAGE, "network": {"subnet_id": default_vswitch_id(ZONE)},
-        "storage": {"kms_key_id": KMS_KEY, "data": [{"size_gib": 500}]},
-        "tags": {"team": "ml-infra", "cost-center": "4711"}}
-    data.update(overrides)
-    return data
+    return cluster_spec_data("alibaba", cluster, zone=ZONE, **{
+        "offering": ERI_TYPE, "storage": {"kms_key_id": KMS_KEY, "data": [DATA_DISK]}, "tags": TEAM_TAGS, **overrides})
 
 
 def driver_flows(ecs: AlibabaEmulator) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pytest
 
-from metalfleet.providers import ClusterSpec, NodeSpec, RetryPolicy, node_specs_for, parse_spec
+from metalfleet.providers import RetryPolicy
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.testing.ec2 import Ec2Emulator
 from tests.emulators.fixtures import (
@@ -17,15 +16,14 @@ from tests.emulators.fixtures import (
     ZONE,
     default_subnet,
     ec2_client,
-    ec2_emulator,  # noqa: F401  (fixture)
-    ec2_emulator_session,  # noqa: F401  (fixture)
 )
+from tests.specs import Specs, cluster_name
 
 FAST = RetryPolicy(attempts=12, base=0.005, cap=0.05)
 
 
 @pytest.fixture
-def emulator(ec2_emulator: Ec2Emulator) -> Ec2Emulator:  # noqa: F811
+def emulator(ec2_emulator: Ec2Emulator) -> Ec2Emulator:
     return ec2_emulator
 
 
@@ -46,32 +44,12 @@ def driver(emulator: Ec2Emulator) -> AwsDriver:
 
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest) -> str:
-    return "aws-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:10]
-
-
-class Specs:
-    def __init__(self, cluster: str, subnet: str) -> None:
-        self.cluster = cluster
-        self.subnet = subnet
-
-    def cluster_spec(self, offering: str = "p4de.24xlarge", count: int = 1, **overrides: Any) -> ClusterSpec:
-        data: dict[str, Any] = {
-            "name": self.cluster, "provider": "aws", "region": REGION, "zone": ZONE, "offering": offering,
-            "count": count, "image": IMAGE, "network": {"subnet_id": self.subnet},
-            "storage": {"kms_key_id": KMS_KEY, "data": [{"size_gib": 500}]},
-            "tags": {"team": "ml-infra", "cost-center": "4711"},
-        }
-        data.update(overrides)
-        return parse_spec(data)
-
-    def node_specs(self, driver: AwsDriver, offering: str = "p4de.24xlarge", count: int = 1,
-                   **overrides: Any) -> list[NodeSpec]:
-        return node_specs_for(driver, self.cluster_spec(offering, count, **overrides))
+    return cluster_name("aws-", request.node.nodeid)
 
 
 @pytest.fixture
 def specs(cluster: str, subnet: str) -> Specs:
-    return Specs(cluster, subnet)
+    return Specs("aws", cluster, "p4de.24xlarge", subnet, KMS_KEY)
 
 
 __all__ = ["FAST", "IMAGE", "KMS_KEY", "REGION", "ZONE", "Specs"]

@@ -26,7 +26,7 @@ from metalfleet.bootstrap.errors import HostUnreachable
 from metalfleet.bootstrap.inventory import Host
 from metalfleet.bootstrap.parsers.efa import parse_fi_info
 from metalfleet.bootstrap.ssh import SshOptions
-from metalfleet.providers import NodeState, node_specs_for, parse_spec
+from metalfleet.providers import NodeState, node_specs_for
 from metalfleet.providers.aws import AwsDriver
 from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.testing import reference
@@ -34,6 +34,7 @@ from metalfleet.testing.ec2 import Ec2Emulator, default_subnet_id, start_ec2_emu
 from metalfleet.testing.hosts.harness import mfshim
 from tests.aws.ec2_wire import answered, signed_call
 from tests.emulators.fixtures import IMAGE, REGION, ZONE, ec2_client
+from tests.specs import cluster_spec
 
 pytestmark = pytest.mark.requires_root("simulated hosts (namespaces, mounts, sshd)")
 
@@ -68,12 +69,9 @@ def emu(sim: Ec2Emulator) -> Iterator[Ec2Emulator]:
 
 
 def _spec(cluster: str, **over: Any) -> Any:
-    data = {"name": cluster, "provider": "aws", "region": REGION, "zone": ZONE, "offering": "p5.48xlarge",
-            "count": 1, "image": IMAGE,
-            "network": {"subnet_id": default_subnet_id(ZONE), "ssh_ingress_cidrs": [CONTROLLER]},
-            "ssh": {"key_pair": KEY_PAIR}}
-    data.update(over)
-    return parse_spec(data)
+    return cluster_spec("aws", cluster, **{
+        "offering": "p5.48xlarge", "network": {"subnet_id": default_subnet_id(ZONE), "ssh_ingress_cidrs": [CONTROLLER]},
+        "ssh": {"key_pair": KEY_PAIR}, **over})
 
 
 def _ssh_group(ec2: Any, name: str) -> str:

@@ -31,9 +31,8 @@ from tests.emulators.fixtures import (
     REGION,
     ZONE,
     ec2_client,
-    ec2_emulator,  # noqa: F401  (fixture)
-    ec2_emulator_session,  # noqa: F401  (fixture)
 )
+from tests.specs import cluster_spec_data
 
 KEY_PAIR = "metalfleet-sim"
 CONTROLLER = "127.0.0.1/32"  # where this test process connects from
@@ -48,7 +47,7 @@ def key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sim(ec2_emulator_session: Ec2Emulator, key: Path) -> Iterator[Ec2Emulator]:  # noqa: F811
+def sim(ec2_emulator_session: Ec2Emulator, key: Path) -> Iterator[Ec2Emulator]:
     """An emulator that boots a simulated host per instance (ec2_emulator_session: its credentials)."""
     from tests.prereq import require_root
 
@@ -59,10 +58,9 @@ def sim(ec2_emulator_session: Ec2Emulator, key: Path) -> Iterator[Ec2Emulator]: 
 
 
 def _sim_spec(cluster: str, key: Path, known_hosts: Path, count: int = 2) -> dict[str, Any]:
-    return {"name": cluster, "provider": "aws", "region": REGION, "zone": ZONE, "offering": "p5.48xlarge",
-            "count": count, "image": IMAGE,
-            "network": {"subnet_id": default_subnet_id(ZONE), "ssh_ingress_cidrs": [CONTROLLER]},
-            "ssh": {"key_pair": KEY_PAIR, "private_key": str(key), "known_hosts": str(known_hosts)}}
+    return cluster_spec_data("aws", cluster, count, offering="p5.48xlarge",
+                             network={"subnet_id": default_subnet_id(ZONE), "ssh_ingress_cidrs": [CONTROLLER]},
+                             ssh={"key_pair": KEY_PAIR, "private_key": str(key), "known_hosts": str(known_hosts)})
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -128,7 +126,7 @@ def test_live_hosts_carry_the_consoles_keys_and_a_fresh_known_hosts_connects(sim
             ordering.release(node.id)
 
 
-def test_a_console_without_keys_is_an_error_naming_the_options(ec2_emulator: Ec2Emulator,  # noqa: F811
+def test_a_console_without_keys_is_an_error_naming_the_options(ec2_emulator: Ec2Emulator,
                                                                key: Path, tmp_path: Path) -> None:
     """No simulated host: EC2's console output holds no host key block (as before cloud-init printed it)."""
     subnet = default_subnet_id(ZONE)

@@ -1,4 +1,4 @@
-"""Pytest fixtures for the Alibaba Cloud ECS emulator, imported by the conftests that need one.
+"""Pytest fixtures for the Alibaba Cloud ECS emulator, registered for every test by tests/conftest.py (pytest_plugins).
 
 One emulator per test session (so one per xdist worker), started and stopped by the run itself; faults are
 switched off and counters cleared before every test that uses it. The test AccessKey pair is set in the

@@ -1,4 +1,4 @@
-"""Pytest fixtures for the Huawei BMS/BSS emulator, imported by the conftests that need one.
+"""Pytest fixtures for the Huawei BMS/BSS emulator, registered for every test by tests/conftest.py (pytest_plugins).
 
 One emulator per test session (so one per xdist worker); faults off, counters cleared, stock, quota and job timing
 back to their defaults before every test that uses it. The SDK's credential variables (keys, project, account)

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from metalfleet.providers import ClusterSpec, RetryPolicy, parse_spec
+from metalfleet.providers import ClusterSpec, RetryPolicy
 from metalfleet.providers.contract import PowerState
 from metalfleet.providers.ipmi import IpmiDriver
 from metalfleet.testing import usage as areas
 from metalfleet.testing.bmc import BmcPool, start_bmc_pool
 from metalfleet.testing.retrycount import CountingPolicy as _Counting
+from tests import specs
 from tests.prereq import require_root, require_tool
 
 #: The module's pool: host0, host1 behind IPMI (ipmi_sim), host2, host3 behind Redfish (sushy-tools).
@@ -68,7 +69,6 @@ def driver(inventory: Path, tmp_path: Path, bmc_pool: BmcPool) -> Iterator[IpmiD
 
 
 def cluster_spec(name: str, count: int = 1, **overrides: Any) -> ClusterSpec:
-    data: dict[str, Any] = {"name": name, "provider": "ipmi", "region": POOL, "offering": OFFERING, "count": count,
-                            "image": "ubuntu-22.04", "tags": {"owner": "pool-tests"}}
-    data.update(overrides)
-    return parse_spec(data)
+    """A spec on the module's pool, tagged as these tests' own."""
+    return specs.cluster_spec("ipmi", name, count, **{"region": POOL, "offering": OFFERING,
+                                                      "tags": {"owner": "pool-tests"}, **overrides})

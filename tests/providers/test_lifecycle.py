@@ -27,13 +27,12 @@ from metalfleet.providers.lifecycle import (
 )
 from metalfleet.providers.merge import deep_merge
 from metalfleet.providers.models import Node
-from metalfleet.providers.spec import ClusterSpec, parse_spec
+from metalfleet.providers.spec import ClusterSpec
+from tests.specs import cluster_spec
 
 
 def spec_for(count: int, *, replace_failed: bool = True, budget: int = 2, name: str = "life") -> ClusterSpec:
-    return parse_spec({"name": name, "provider": "fake", "region": "local-1", "offering": "fake.8xh100",
-                       "count": count, "image": "img-1",
-                       "acceptance": {"replace_failed": replace_failed, "retry_budget": budget}})
+    return cluster_spec("fake", name, count, acceptance={"replace_failed": replace_failed, "retry_budget": budget})
 
 
 def cloud(tmp_path: Path, spec: ClusterSpec) -> tuple[FakeDriver, list[Node]]:

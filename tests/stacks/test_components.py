@@ -8,7 +8,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from metalfleet.providers import InvalidSpecError, parse_spec
+from metalfleet.providers import InvalidSpecError
+from tests.specs import cluster_spec
 
 _SIG_KEY = pulumi.runtime.rpc._special_sig_key
 _SECRET_SIG = pulumi.runtime.rpc._special_secret_sig
@@ -50,9 +51,8 @@ from metalfleet.stacks.cluster import GpuCluster, hostfile  # noqa: E402  (mocks
 
 
 def _spec(**over: Any) -> Any:
-    base = {"name": "mock", "provider": "fake", "region": "local-1", "offering": "fake.8xh100", "count": 3,
-            "image": "img-1", "bootstrap": {"enabled": False}, "acceptance": {"enabled": False}}
-    return parse_spec({**base, **over})
+    return cluster_spec("fake", **{"name": "mock", "count": 3, "bootstrap": {"enabled": False},
+                                   "acceptance": {"enabled": False}, **over})
 
 
 @pulumi.runtime.test

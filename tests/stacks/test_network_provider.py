@@ -17,8 +17,6 @@ from tests.emulators.fixtures import (
     ZONE,
     default_subnet,
     ec2_client,
-    ec2_emulator,  # noqa: F401  (fixture)
-    ec2_emulator_session,  # noqa: F401  (fixture)
 )
 
 
@@ -37,7 +35,7 @@ def _ssh(emulator: Ec2Emulator) -> set[str]:
     return {r["CidrIp"] for p in group["IpPermissions"] if p["IpProtocol"] == "tcp" for r in p["IpRanges"]}
 
 
-def test_create_update_delete(ec2_emulator: Ec2Emulator) -> None:  # noqa: F811
+def test_create_update_delete(ec2_emulator: Ec2Emulator) -> None:
     p = ClusterNetworkProvider()
     props = _props(ec2_emulator, ["10.0.0.0/16"])
     made = p.create(props)

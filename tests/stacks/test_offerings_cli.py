@@ -12,7 +12,6 @@ from pathlib import Path
 
 from metalfleet.providers.catalog import catalog_document, load_catalog
 from metalfleet.testing.ec2 import Ec2Emulator
-from tests.emulators.fixtures import ec2_emulator, ec2_emulator_session  # noqa: F401  (fixtures)
 
 CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
 
@@ -77,7 +76,7 @@ def test_live_without_credentials_says_so_and_fails(tmp_path: Path) -> None:
     assert "aws us-east-1" in out.stderr and "credentials" in out.stderr.lower()
 
 
-def test_live_asks_the_provider_and_shows_what_differs(tmp_path: Path, ec2_emulator: Ec2Emulator) -> None:  # noqa: F811
+def test_live_asks_the_provider_and_shows_what_differs(tmp_path: Path, ec2_emulator: Ec2Emulator) -> None:
     creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_ENDPOINT_URL": ec2_emulator.url}
     out = run("offerings", "--provider", "aws", "--live", env=bare_env(tmp_path, **creds))
     assert out.returncode == 0, out.stderr

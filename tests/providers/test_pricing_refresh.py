@@ -1,0 +1,529 @@
+"""`metalfleet catalogue refresh` against each cloud's pricing API, one suite over the providers (as tests/contract
+is for the drivers). Each provider's emulator answers from its own made-up price table (decoys included), never the
+catalogue's, so a price in the refreshed catalogue can only have come through the API, by the production path:
+
+* aws: the Price List emulator (metalfleet.testing.pricing), boto3's pricing client (SigV4, JSON 1.1);
+* alibaba: the ECS emulator's DescribePrice (metalfleet.testing.alibaba), the official SDK (ACS3-HMAC-SHA256):
+  list prices, a subscription discount, a system disk line;
+* huawei: the Huawei emulator's BSS price inquiry (metalfleet.testing.huawei), huaweicloudsdkbss's BssClient
+  (SDK-HMAC-SHA256, checked by the emulator's gateway).
+
+The shared tests run over :data:`CASES` (what each provider sells, its figures, its faults); each provider's own
+tests, which have no counterpart on the others, follow under its name.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metalfleet.providers.alibaba.pricing import AlibabaPriceList, price_of
+from metalfleet.providers.aws.pricing import AwsPriceList, prices_from_products
+from metalfleet.providers.catalog import catalog_document, catalog_from_file, load_catalog, parse_catalog
+from metalfleet.providers.errors import AuthError, ProviderError
+from metalfleet.providers.huawei.pricing import HuaweiPriceInquiry, hourly_from_answer
+from metalfleet.providers.models import BillingModel
+from metalfleet.providers.refresh import PRICE_SOURCES, RefreshReport, refresh_document
+from metalfleet.providers.retry import RetryPolicy
+from metalfleet.testing import alibaba as ali
+from metalfleet.testing import huawei as hw
+from metalfleet.testing.alibaba import AlibabaEmulator
+from metalfleet.testing.huawei import DOMAIN_ID, PROJECT_ID, TEST_AK, TEST_SK, HuaweiEmulator
+from metalfleet.testing.pricing import DEFAULT_PRODUCTS, PricingEmulator, product_document, start_pricing_emulator
+from tests.alibaba.conftest import ALL_TYPES
+from tests.emulators.alibaba_fixtures import ALIBABA_ENV, ecs_call
+from tests.emulators.huawei_fixtures import FLAVOR
+from tests.emulators.running import running_emulator
+
+CLI = [sys.executable, "-m", "metalfleet.stacks.cli"]
+FAST = RetryPolicy(attempts=12, base=0.005, cap=0.05)
+TODAY = date.today()
+AWS_CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+HUAWEI_CREDS = {"HUAWEICLOUD_SDK_AK": TEST_AK, "HUAWEICLOUD_SDK_SK": TEST_SK,
+                "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID, "HUAWEICLOUD_SDK_DOMAIN_ID": DOMAIN_ID}
+#: What the ECS emulator's table makes of each type: pay-as-you-go per hour, and a month's subscription (15% off
+#: the list price) over 730 h. The system disk line is not the instance's price.
+ALIBABA_PRICES = {"ecs.ebmgn8v.48xlarge": (160.0, 85.0), "ecs.ebmgn7ex.32xlarge": (120.5, 68.0),
+                  "ecs.ebmgn7e.32xlarge": (110.0, 59.5), "ecs.ebmgn7.26xlarge": (80.25, 42.5)}
+#: A second Huawei flavor for the "not priced" case: the emulator's table has no price for it.
+UNPRICED = "physical.metalfleet-unpriced.test"
+
+
+# -- each provider's pricing emulator, its table as shipped ---------------------------------------------------
+@pytest.fixture(scope="module")
+def pricing_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PricingEmulator]:
+    with running_emulator(lambda log: start_pricing_emulator(log_path=str(log)), tmp_path_factory, "pricing",
+                          AWS_CREDS, ("AWS_PROFILE", "AWS_ENDPOINT_URL")) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def pricing(pricing_session: PricingEmulator) -> PricingEmulator:
+    pricing_session.reset_state()
+    return pricing_session
+
+
+@pytest.fixture
+def ecs(alibaba_emulator: AlibabaEmulator) -> Iterator[AlibabaEmulator]:
+    yield alibaba_emulator
+    for name, table in ali.PRICES.items():  # the session's emulator: put back any price a test changed
+        alibaba_emulator.set_price(name, table["hour"], table["month"])
+
+
+@pytest.fixture
+def bss(huawei_emulator: HuaweiEmulator) -> Iterator[HuaweiEmulator]:
+    yield huawei_emulator
+    huawei_emulator.set_price(hw.REGION, UNPRICED, None)
+    for (region, flavor), hourly in hw.PRICES.items():
+        huawei_emulator.set_price(region, flavor, hourly)
+
+
+def inquiry(emulator: HuaweiEmulator, **kw: Any) -> HuaweiPriceInquiry:
+    return HuaweiPriceInquiry(endpoint=emulator.url, **{"ak": TEST_AK, "sk": TEST_SK, "domain_id": DOMAIN_ID,
+                                                        "project_id": PROJECT_ID, "retry": FAST, **kw})
+
+
+# -- what each provider's first refresh shows beyond the shared checks ------------------------------------------
+def _aws_first_refresh(pricing: PricingEmulator, out: Path, stdout: str) -> None:
+    catalog = catalog_from_file(str(out))
+    shipped = load_catalog()
+    p5 = {p.billing: p for p in catalog.prices("aws", "us-east-1", "p5.48xlarge")}
+    assert (p5[BillingModel.ON_DEMAND].hourly, p5[BillingModel.ON_DEMAND].as_of) == (50.0, TODAY)
+    assert "AWS Price List query API" in p5[BillingModel.ON_DEMAND].source
+    assert (p5[BillingModel.CAPACITY_BLOCK].hourly, p5[BillingModel.CAPACITY_BLOCK].as_of) == (31.464,
+                                                                                               date(2025, 6, 1))
+    assert pricing.calls("GetProducts") == len(shipped.of("aws"))  # one query per AWS offering in us-east-1
+    sent = pricing.requests("GetProducts")[0]["params"]
+    assert sent["ServiceCode"] == "AmazonEC2"
+    assert {f["Field"]: f["Value"] for f in sent["Filters"]} | {"instanceType": "-"} == {
+        "instanceType": "-", "regionCode": "us-east-1", "operatingSystem": "Linux", "tenancy": "Shared",
+        "preInstalledSw": "NA", "capacitystatus": "Used"}
+    listing = run(AWS, "offerings", "--catalog", str(out), "--provider", "aws", "--gpu", "H100", "--json",
+                  home=out.parent)
+    [row] = json.loads(listing.stdout)
+    assert [(p["billing"], p["hourly"], p["age_days"]) for p in row["prices"]] == [
+        ("on_demand", 50.0, 0), ("reserved_1y", 36.0, 0), ("reserved_3y", 25.0, 0), ("capacity_block", 31.464,
+                                                                                      (TODAY - date(2025, 6, 1)).days)]
+
+
+def _alibaba_first_refresh(ecs: AlibabaEmulator, out: Path, stdout: str) -> None:
+    region = ali.REGION
+    assert "8 price(s) changed or added" in stdout and "kept:" not in stdout
+    front = json.loads(out.read_text())["price_lists"][0]
+    assert front["regions"] == {region: {n: {"on_demand": h, "monthly": m} for n, (h, m) in ALIBABA_PRICES.items()}}
+    catalog, shipped = catalog_from_file(str(out)), load_catalog()
+    h20 = {p.billing: p for p in catalog.prices("alibaba", region, "ecs.ebmgn8v.48xlarge")}
+    assert (h20[BillingModel.ON_DEMAND].hourly, h20[BillingModel.ON_DEMAND].currency,
+            h20[BillingModel.ON_DEMAND].as_of) == (160.0, "CNY", TODAY)
+    assert h20[BillingModel.MONTHLY].hourly == 85.0
+    # two DescribePrice calls per orderable offering: PostPaid by the hour, PrePaid for one month
+    sent = [r["params"] for r in ecs.requests("DescribePrice")]
+    assert len(sent) == 2 * len(ALL_TYPES) == 2 * len(shipped.of("alibaba", orderable=True))
+    assert sorted({(p["InstanceType"], p["PriceUnit"], p.get("Period")) for p in sent}) == sorted(
+        [(n, "Hour", None) for n in ALL_TYPES] + [(n, "Month", "1") for n in ALL_TYPES])
+    assert {(p["RegionId"], p["ResourceType"]) for p in sent} == {(region, "instance")}
+
+
+def _huawei_first_refresh(bss: HuaweiEmulator, out: Path, stdout: str) -> None:
+    region = hw.REGION
+    front = json.loads(out.read_text())["price_lists"][0]
+    assert front["regions"] == {region: {FLAVOR: {"on_demand": 271.35}}}
+    [price] = catalog_from_file(str(out)).prices("huawei", region, FLAVOR)
+    assert (price.billing, price.hourly, price.currency, price.as_of) == (BillingModel.ON_DEMAND, 271.35, "CNY",
+                                                                          TODAY)
+    [sent] = [r["params"]["body"] for r in bss.requests("ListOnDemandResourceRatings")]
+    assert sent["project_id"] == PROJECT_ID
+    [info] = sent["product_infos"]
+    assert {k: info[k] for k in ("cloud_service_type", "resource_type", "resource_spec", "region", "usage_factor",
+                                 "usage_value", "usage_measure_id", "subscription_num")} == {
+        "cloud_service_type": "hws.service.type.bms", "resource_type": "hws.resource.type.bms",
+        "resource_spec": FLAVOR, "region": region, "usage_factor": "Duration", "usage_value": 1,
+        "usage_measure_id": 4, "subscription_num": 1}
+
+
+# -- the case table ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    """One provider's pricing API as the shared tests see it."""
+
+    provider: str
+    #: The fixture giving the provider's pricing emulator, its price table as shipped.
+    emulator: str
+    #: The SDK's environment variables (none inherited by the CLI) and the emulator's credentials in them.
+    sdk_env: str
+    creds: Mapping[str, str]
+    currency: str
+    #: What the provider's price source (and so each refreshed price list) names.
+    source: str
+    region: str
+    #: The refresh command's own options for this provider, and lines its first refresh prints.
+    refresh: tuple[str, ...]
+    first_lines: tuple[str, ...]
+    #: The provider's own checks of that first refresh: (emulator, the catalogue written, stdout).
+    first_refresh: Callable[[Any, Path, str], None]
+    #: The provider's price fetch on an emulator (short retries), and the throttling its emulator answers with.
+    fetch: Callable[[Any], Any]
+    throttle: Mapping[str, Any]
+    throttle_code: str
+    #: Prices a throttled refresh still gets in ``region``: all of them, or (``whole_region`` False) some.
+    throttled: Mapping[str, Mapping[str, float]]
+    whole_region: bool
+    #: Regions a refresh_document call names (None: all the catalogue's).
+    regions: tuple[str, ...] | None
+
+    def __str__(self) -> str:
+        return self.provider
+
+
+AWS = Case(
+    provider="aws", emulator="pricing", sdk_env="AWS_", creds=AWS_CREDS, currency="USD",
+    source="AWS Price List query API", region="us-east-1", refresh=(),
+    # the emulator's figures (p5 50.0 on demand, 36.0 / 25.0 reserved), not its decoys (Windows 75, Dedicated
+    # 55, SQL 65, capacity-reservation products at 0)
+    first_lines=("aws us-east-1 p5.48xlarge on_demand: 55.04 -> 50",
+                 "aws us-east-1 p5.48xlarge reserved_1y: none -> 36",
+                 "aws us-east-1 p5.48xlarge reserved_3y: none -> 25",
+                 "kept: aws us-east-1 p5.48xlarge capacity_block 31.464 USD "
+                 "(as of 2025-06-01; the API did not price it)",
+                 "still unpriced (listed, no price before or now): aws us-east-1 g5.48xlarge"),
+    first_refresh=_aws_first_refresh,
+    fetch=lambda emulator: AwsPriceList(endpoint_url=emulator.url, retry=FAST).prices,
+    throttle={"throttle": 0.4, "seed": 7}, throttle_code="ThrottlingException",
+    throttled={"p4d.24xlarge": {"on_demand": 20.0, "reserved_1y": 13.0}}, whole_region=False, regions=None)
+ALIBABA = Case(
+    provider="alibaba", emulator="ecs", sdk_env="ALIBABA_CLOUD_", creds=ALIBABA_ENV, currency="CNY",
+    source="DescribePrice", region=ali.REGION, refresh=("--provider", "alibaba", "--region", ali.REGION),
+    first_lines=tuple(line for name, (hourly, monthly) in ALIBABA_PRICES.items()
+                      for line in (f"alibaba {ali.REGION} {name} on_demand: none -> {hourly:g}",
+                                   f"alibaba {ali.REGION} {name} monthly: none -> {monthly:g}")),
+    first_refresh=_alibaba_first_refresh,
+    fetch=lambda emulator: AlibabaPriceList(endpoint=emulator.url, retry=FAST).prices,
+    throttle={"throttle": 0.4, "seed": 7}, throttle_code="Throttling.User",
+    throttled={n: {"on_demand": h, "monthly": m} for n, (h, m) in ALIBABA_PRICES.items()}, whole_region=True,
+    regions=(ali.REGION,))
+HUAWEI = Case(
+    provider="huawei", emulator="bss", sdk_env="HUAWEICLOUD_", creds=HUAWEI_CREDS, currency="CNY",
+    source="Huawei Cloud BSS price inquiry", region=hw.REGION, refresh=("--provider", "huawei", "--region", hw.REGION),
+    first_lines=(f"huawei {hw.REGION} {FLAVOR} on_demand: none -> 271.35",), first_refresh=_huawei_first_refresh,
+    fetch=lambda emulator: inquiry(emulator).prices,
+    throttle={"throttle": 0.5, "seed": 3}, throttle_code="APIGW.0308",
+    throttled={FLAVOR: {"on_demand": 271.35}}, whole_region=False, regions=(hw.REGION,))
+CASES = (AWS, ALIBABA, HUAWEI)
+
+
+def run(case: Case, *args: str, home: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI with only ``env`` (default: the emulator's credentials) of the provider's SDK variables."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith((case.sdk_env, "METALFLEET_CATALOG"))}
+    base.update(HOME=str(home), **(case.creds if env is None else env))
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False, env=base)
+
+
+def refresh(case: Case, emulator: Any, out: Path, *extra: str, env: Mapping[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return run(case, "catalogue", "refresh", *case.refresh, "--out", str(out), "--endpoint-url", emulator.url, *extra,
+               home=out.parent, env=env)
+
+
+@pytest.fixture(params=CASES, ids=str)
+def case(request: pytest.FixtureRequest) -> Case:
+    param: Case = request.param
+    return param
+
+
+@pytest.fixture
+def api(case: Case, request: pytest.FixtureRequest) -> Any:
+    """The case's pricing emulator."""
+    return request.getfixturevalue(case.emulator)
+
+
+# -- the shared tests ----------------------------------------------------------------------------------------
+def test_each_cloud_is_a_price_source_in_its_currency(case: Case) -> None:
+    src = PRICE_SOURCES[case.provider]()
+    assert src.currency == case.currency and case.source in src.source
+
+
+def test_refresh_writes_a_dated_price_list_in_front_and_drops_no_offering(case: Case, api: Any,
+                                                                          tmp_path: Path) -> None:
+    out = tmp_path / "catalog.json"
+    res = refresh(case, api, out)
+    assert res.returncode == 0, res.stderr
+    for line in case.first_lines:
+        assert line in res.stdout
+    doc = json.loads(out.read_text())
+    front = doc["price_lists"][0]
+    assert (front["provider"], front["currency"], front["as_of"]) == (case.provider, case.currency,
+                                                                      TODAY.isoformat())
+    assert case.source in front["source"] and api.url in front["source"]
+    assert doc["price_lists"][1:] == catalog_document()["price_lists"]  # the others, untouched
+    catalog, shipped = catalog_from_file(str(out)), load_catalog()
+    assert [(e.provider, e.name) for e in catalog.entries] == [(e.provider, e.name) for e in shipped.entries]
+    case.first_refresh(api, out, res.stdout)
+
+
+def test_throttling_is_retried_and_the_refresh_completes(case: Case, api: Any) -> None:
+    api.set_faults(**case.throttle)
+    doc = refresh_document(catalog_document(), case.provider, case.fetch(api), currency=case.currency,
+                           source="test", **({} if case.regions is None else {"regions": list(case.regions)}))
+    got = doc["price_lists"][0]["regions"][case.region]
+    assert (got if case.whole_region else {n: got[n] for n in case.throttled}) == case.throttled
+    assert api.stats()["faults"].get(case.throttle_code, 0) > 0
+
+
+# -- aws ------------------------------------------------------------------------------------------------------
+def test_aws_a_second_refresh_replaces_the_first_and_never_drops_a_price(pricing: PricingEmulator,
+                                                                          tmp_path: Path) -> None:
+    first, second = tmp_path / "one.json", tmp_path / "two.json"
+    assert refresh(AWS, pricing, first).returncode == 0
+    pricing.set_products([{"instanceType": "p4de.24xlarge", "regionCode": "us-east-1", "on_demand": 23.5}])
+    res = refresh(AWS, pricing, second, "--catalog", str(first))
+    assert res.returncode == 0, res.stderr
+    assert "aws us-east-1 p4de.24xlarge on_demand: 25 -> 23.5" in res.stdout
+    assert "1 older refresh list(s) replaced" in res.stdout
+    doc = json.loads(second.read_text())
+    assert [pl["provider"] for pl in doc["price_lists"]] == ["aws", "aws", "fake"]  # fresh, shipped, fake
+    # the API now prices only p5 and p4de: the others keep their earlier prices, dated as before
+    pricing.set_products([{"instanceType": "p5.48xlarge", "regionCode": "us-east-1", "on_demand": 49.0}],
+                         replace=True)
+    third = tmp_path / "three.json"
+    res = refresh(AWS, pricing, third, "--catalog", str(second))
+    assert res.returncode == 0, res.stderr
+    assert "kept: aws us-east-1 p4de.24xlarge on_demand 23.5 USD" in res.stdout
+    catalog = catalog_from_file(str(third))
+    assert catalog.prices("aws", "us-east-1", "p4de.24xlarge")[0].hourly == 23.5
+    assert catalog.prices("aws", "us-east-1", "p5.48xlarge")[0].hourly == 49.0
+    assert catalog.prices("aws", "us-east-1", "p5.48xlarge")[1].hourly == 36.0  # reserved_1y from the 2nd refresh
+
+
+def test_aws_a_region_the_api_does_not_price_leaves_the_catalogue_alone(pricing: PricingEmulator,
+                                                                         tmp_path: Path) -> None:
+    res = refresh(AWS, pricing, tmp_path / "c.json", "--region", "ap-northeast-1")
+    assert res.returncode == 1 and "priced none of" in res.stderr and "left as it was" in res.stderr
+    assert not (tmp_path / "c.json").exists()
+    west = refresh(AWS, pricing, tmp_path / "w.json", "--region", "us-west-2")
+    assert west.returncode == 0 and "aws us-west-2 p5.48xlarge on_demand: none -> 51" in west.stdout
+
+
+def test_aws_refresh_without_credentials_is_an_auth_error(pricing: PricingEmulator, tmp_path: Path) -> None:
+    res = refresh(AWS, pricing, tmp_path / "c.json", env={})
+    assert res.returncode == 1 and "no usable AWS credentials" in res.stderr
+    assert pricing.calls("GetProducts") == 0
+
+
+def test_aws_the_emulator_speaks_the_price_list_protocol(pricing: PricingEmulator) -> None:
+    import boto3
+
+    client = boto3.client("pricing", region_name="us-east-1", endpoint_url=pricing.url)
+    pages = list(client.get_paginator("get_products").paginate(
+        ServiceCode="AmazonEC2", Filters=[{"Type": "TERM_MATCH", "Field": "instanceType", "Value": "p5.48xlarge"}],
+        PaginationConfig={"PageSize": 2}))
+    products = [json.loads(p) for page in pages for p in page["PriceList"]]
+    assert len(pages) == 4 and len(products) == 7  # p5 in two regions and five decoys, two per page
+    assert {p["product"]["attributes"]["capacitystatus"] for p in products} == {
+        "Used", "UnusedCapacityReservation", "AllocatedCapacityReservation"}
+    with pytest.raises(client.exceptions.InvalidParameterException):
+        client.get_products(ServiceCode="AmazonEC2", Filters=[{"Type": "CONTAINS", "Field": "x", "Value": "y"}])
+    with pytest.raises(client.exceptions.NotFoundException):
+        client.get_products(ServiceCode="AmazonS4")
+    request = urllib.request.Request(pricing.url + "/", data=b"{}", method="POST",
+                                     headers={"X-Amz-Target": "AWSPriceListService.GetProducts",
+                                              "Content-Type": "application/x-amz-json-1.1"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(request, timeout=10)
+    assert exc.value.code == 403 and b"MissingAuthenticationTokenException" in exc.value.read()
+
+
+def test_aws_several_products_for_one_type_are_refused_not_guessed() -> None:
+    decoys = [json.dumps(product_document(dict(r))) for r in DEFAULT_PRODUCTS if r["instanceType"] == "p5.48xlarge"]
+    with pytest.raises(ProviderError, match=r"products for p5\.48xlarge; expected one"):
+        prices_from_products(decoys, "p5.48xlarge")
+    assert prices_from_products(decoys[:1], "p5.48xlarge") == {
+        BillingModel.ON_DEMAND: 50.0, BillingModel.RESERVED_1Y: 36.0, BillingModel.RESERVED_3Y: 25.0}
+
+
+# -- alibaba --------------------------------------------------------------------------------------------------
+def test_alibaba_a_type_the_api_does_not_price_keeps_its_older_price_and_is_reported(ecs: AlibabaEmulator,
+                                                                                     tmp_path: Path) -> None:
+    region = ali.REGION
+    first, second = tmp_path / "one.json", tmp_path / "two.json"
+    assert refresh(ALIBABA, ecs, first).returncode == 0
+    ecs.set_price("ecs.ebmgn7.26xlarge", None, None)  # ECS no longer prices it here
+    ecs.set_price("ecs.ebmgn8v.48xlarge", 150.0, 73000.0)
+    res = refresh(ALIBABA, ecs, second, "--catalog", str(first))
+    assert res.returncode == 0, res.stderr
+    assert f"alibaba {region} ecs.ebmgn8v.48xlarge on_demand: 160 -> 150" in res.stdout
+    assert (f"kept: alibaba {region} ecs.ebmgn7.26xlarge on_demand 80.25 CNY (as of {TODAY.isoformat()}; the API "
+            "did not price it)") in res.stdout
+    assert f"kept: alibaba {region} ecs.ebmgn7.26xlarge monthly 42.5 CNY" in res.stdout
+    refused = [r for r in ecs.requests("DescribePrice") if r["params"]["InstanceType"] == "ecs.ebmgn7.26xlarge"]
+    # the first refresh priced it (hour, month); the second asked once, was refused, did not retry or ask the month
+    assert [r["status"] for r in refused] == [200, 200, 400]
+    doc = json.loads(second.read_text())
+    assert [pl["provider"] for pl in doc["price_lists"][:2]] == ["alibaba", "alibaba"]  # the first is still needed
+    assert "ecs.ebmgn7.26xlarge" not in doc["price_lists"][0]["regions"][region]
+    catalog = catalog_from_file(str(second))
+    assert {p.billing: p.hourly for p in catalog.prices("alibaba", region, "ecs.ebmgn7.26xlarge")} == {
+        BillingModel.ON_DEMAND: 80.25, BillingModel.MONTHLY: 42.5}
+    assert catalog.prices("alibaba", region, "ecs.ebmgn8v.48xlarge")[0].hourly == 150.0
+
+
+def test_alibaba_bad_credentials_are_an_auth_error_and_not_retried(ecs: AlibabaEmulator, tmp_path: Path) -> None:
+    wrong = {**ALIBABA_ENV, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "not-the-secret"}
+    res = refresh(ALIBABA, ecs, tmp_path / "c.json", env=wrong)
+    assert res.returncode == 1 and "SignatureDoesNotMatch" in res.stderr and "AccessKey pair" in res.stderr
+    assert [r["status"] for r in ecs.requests("DescribePrice")] == [400]  # one refusal, no retry
+    assert not (tmp_path / "c.json").exists()
+    unknown = {**ALIBABA_ENV, "ALIBABA_CLOUD_ACCESS_KEY_ID": "LTAI5tNobodyKnowsThisKey"}
+    res = refresh(ALIBABA, ecs, tmp_path / "c.json", env=unknown)
+    assert res.returncode == 1 and "InvalidAccessKeyId.NotFound" in res.stderr
+    assert len(ecs.requests("DescribePrice")) == 2 and not (tmp_path / "c.json").exists()
+
+
+def test_alibaba_describe_price_refuses_an_unknown_type_and_bad_units_as_ecs_does(ecs: AlibabaEmulator) -> None:
+    from Tea.exceptions import TeaException
+
+    with pytest.raises(TeaException) as exc:
+        ecs_call(ecs, "DescribePrice", {"ResourceType": "instance", "InstanceType": "ecs.nosuch.large"})
+    assert exc.value.code == "InvalidInstanceType.ValueNotSupported"
+    with pytest.raises(TeaException) as exc:
+        ecs_call(ecs, "DescribePrice", {"InstanceType": ALL_TYPES[0], "PriceUnit": "Month", "Period": 10})
+    assert exc.value.code == "InvalidPeriod"  # DescribePrice's table: 400 InvalidPeriod
+    year = ecs_call(ecs, "DescribePrice", {"InstanceType": ALL_TYPES[0], "PriceUnit": "Year", "Period": 1,
+                                           "SystemDisk": {"Size": 100}})
+    price = year["PriceInfo"]["Price"]
+    assert price["Currency"] == "CNY" and price["OriginalPrice"] == 12 * 73000.0 + 12 * 100 * 0.5
+    assert price["TradePrice"] == pytest.approx(price["OriginalPrice"] - price["DiscountPrice"])
+    assert [r["RuleId"] for r in year["PriceInfo"]["Rules"]["Rule"]] == [1001]
+    assert price_of(year, ALL_TYPES[0]) == pytest.approx(12 * 73000.0 * 0.85)
+
+
+def test_alibaba_a_price_in_another_currency_or_without_a_figure_is_refused() -> None:
+    body = {"PriceInfo": {"Price": {"TradePrice": 10.0, "Currency": "USD"}}}
+    with pytest.raises(ProviderError, match="priced in 'USD', expected CNY"):
+        price_of(body, "ecs.x")
+    with pytest.raises(ProviderError, match=r"no TradePrice for ecs\.x"):
+        price_of({"PriceInfo": {"Price": {"Currency": "CNY"}}}, "ecs.x")
+    assert price_of({"PriceInfo": {"Price": {"TradePrice": 7.5, "Currency": "CNY"}}}, "ecs.x") == 7.5
+
+
+# -- huawei ---------------------------------------------------------------------------------------------------
+def with_older_prices() -> dict[str, Any]:
+    """The shipped catalogue plus an older Huawei price list (and a second flavor the emulator does not price)."""
+    doc: dict[str, Any] = copy.deepcopy(catalog_document())
+    [entry] = [e for e in doc["offerings"] if e.get("provider") == "huawei"]
+    other = copy.deepcopy(entry)
+    other["name"] = UNPRICED
+    doc["offerings"].append(other)
+    doc["price_lists"].append({"provider": "huawei", "currency": "CNY", "as_of": "2025-01-15",
+                               "source": "test: an older price list", "regions": {hw.REGION: {
+                                   FLAVOR: {"on_demand": 300.0}, UNPRICED: {"on_demand": 123.0}}}})
+    parse_catalog(doc, "test catalogue")
+    return doc
+
+
+def test_huawei_a_flavor_the_api_does_not_price_keeps_its_older_price_and_is_reported(bss: HuaweiEmulator) -> None:
+    region = hw.REGION
+    bss.set_price(region, FLAVOR, 250.5)
+    doc = with_older_prices()
+    report = RefreshReport(out="-", as_of=TODAY)
+    out = refresh_document(doc, "huawei", inquiry(bss).prices, currency="CNY", source="test", report=report)
+    assert out["price_lists"][0]["regions"] == {region: {FLAVOR: {"on_demand": 250.5}}}
+    text = report.text()
+    assert f"huawei {region} {FLAVOR} on_demand: 300 -> 250.5" in text
+    assert f"kept: huawei {region} {UNPRICED} on_demand 123 CNY (as of 2025-01-15; the API did not price it)" in text
+    catalog = parse_catalog(out, "refreshed")
+    assert catalog.prices("huawei", region, UNPRICED)[0].hourly == 123.0
+    assert {e.name for e in catalog.of("huawei")} == {FLAVOR, UNPRICED}
+    refusals = [r for r in bss.requests("ListOnDemandResourceRatings")
+                if r["params"]["body"]["product_infos"][0]["resource_spec"] == UNPRICED]
+    assert len(refusals) == 1  # the API's refusal (CBC.99006006) is an answer, not retried
+
+
+def test_huawei_bad_credentials_are_an_auth_error_and_not_retried(bss: HuaweiEmulator,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(AuthError, match=r"APIGW\.0301"):
+        inquiry(bss, sk="not-the-secret").prices(hw.REGION, [FLAVOR])
+    assert len(bss.requests("ListOnDemandResourceRatings")) == 1
+    monkeypatch.delenv("HUAWEICLOUD_SDK_DOMAIN_ID", raising=False)  # the process's environment, not the SDK
+    with pytest.raises(AuthError, match="HUAWEICLOUD_SDK_DOMAIN_ID"):
+        inquiry(bss, domain_id=None).prices(hw.REGION, [FLAVOR])
+    assert len(bss.requests("ListOnDemandResourceRatings")) == 1  # refused before anything was sent
+
+
+def test_huawei_the_emulator_answers_in_the_sdk_response_shape(bss: HuaweiEmulator) -> None:
+    from huaweicloudsdkbss.v2 import (
+        DemandProductInfo,
+        DemandProductRatingResult,
+        ListOnDemandResourceRatingsRequest,
+        ListOnDemandResourceRatingsResponse,
+        RateOnDemandReq,
+    )
+
+    client = inquiry(bss)._bss()
+
+    infos = [DemandProductInfo(id=str(i), cloud_service_type="hws.service.type.bms",
+                               resource_type="hws.resource.type.bms", resource_spec=FLAVOR, region=region,
+                               usage_factor="Duration", usage_value=2, usage_measure_id=4, subscription_num=1)
+             for i, region in enumerate((hw.REGION, "cn-north-4"), 1)]
+    answer = client.list_on_demand_resource_ratings(ListOnDemandResourceRatingsRequest(
+        body=RateOnDemandReq(project_id=PROJECT_ID, inquiry_precision=0, product_infos=infos)))
+    assert isinstance(answer, ListOnDemandResourceRatingsResponse)
+    assert answer.currency == "CNY" and answer.measure_id == 1
+    assert float(answer.official_website_amount) == pytest.approx(2 * (271.35 + 268.8))
+    assert [type(r) for r in answer.product_rating_results] == [DemandProductRatingResult] * 2
+    assert [(r.id, float(r.official_website_amount)) for r in answer.product_rating_results] == [
+        ("1", 542.7), ("2", 537.6)]
+    # every key of the emulator's answer is one the SDK's models read
+    doc = _raw_answer(bss)
+    assert set(doc) <= set(ListOnDemandResourceRatingsResponse.attribute_map.values())
+    for result in doc["product_rating_results"]:
+        assert set(result) <= set(DemandProductRatingResult.attribute_map.values())
+    assert hourly_from_answer(answer, FLAVOR) == 542.7
+
+
+def _raw_answer(emulator: HuaweiEmulator) -> dict[str, Any]:
+    """The emulator's answer to an inquiry as raw JSON (signed by the SDK's own signer, sent with urllib)."""
+    from huaweicloudsdkcore.auth.credentials import GlobalCredentials
+    from huaweicloudsdkcore.sdk_request import SdkRequest
+
+    body = json.dumps({"project_id": PROJECT_ID, "product_infos": [{
+        "id": "1", "cloud_service_type": "hws.service.type.bms", "resource_type": "hws.resource.type.bms",
+        "resource_spec": FLAVOR, "region": hw.REGION, "usage_factor": "Duration", "usage_value": 1,
+        "usage_measure_id": 4, "subscription_num": 1}]})
+    host = emulator.url.split("://", 1)[1]
+    request = SdkRequest(method="POST", schema="http", host=host, resource_path="/v2/bills/ratings/on-demand-resources",
+                         query_params=[], header_params={"Content-Type": "application/json", "X-Domain-Id": DOMAIN_ID},
+                         body=body)
+    signed = GlobalCredentials(TEST_AK, TEST_SK, DOMAIN_ID).sign_request(request)
+    req = urllib.request.Request(emulator.url + "/v2/bills/ratings/on-demand-resources", data=body.encode(),
+                                 method="POST", headers=dict(signed.header_params))
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        doc: dict[str, Any] = json.loads(resp.read())
+    return doc
+
+
+def test_huawei_an_unknown_flavor_is_refused_with_the_bss_error_body(bss: HuaweiEmulator) -> None:
+    from huaweicloudsdkbss.v2 import DemandProductInfo, ListOnDemandResourceRatingsRequest, RateOnDemandReq
+    from huaweicloudsdkcore.exceptions.exceptions import ClientRequestException
+
+    client = inquiry(bss)._bss()
+    with pytest.raises(ClientRequestException) as exc:
+        client.list_on_demand_resource_ratings(ListOnDemandResourceRatingsRequest(body=RateOnDemandReq(
+            project_id=PROJECT_ID, product_infos=[DemandProductInfo(
+                id="1", cloud_service_type="hws.service.type.bms", resource_type="hws.resource.type.bms",
+                resource_spec="physical.nope", region=hw.REGION, usage_factor="Duration", usage_value=1,
+                usage_measure_id=4, subscription_num=1)])))
+    assert (exc.value.status_code, exc.value.error_code) == (400, "CBC.99006006")
+    assert "physical.nope" in exc.value.error_msg
+    assert inquiry(bss).prices(hw.REGION, ["physical.nope"]) == {}
