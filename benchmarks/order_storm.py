@@ -3,8 +3,8 @@
 For each driver (``--provider``, default all four) and cluster size (``--count``, default 16 and 64), on the local
 emulator of that cloud (the EC2, ECS and BMS+BSS emulators; for ipmi a pool of simulated hosts behind sushy-tools'
 Redfish emulator, whose 429s are the storm) with ``--latency-ms`` per call: switch on ``--throttle`` (default 0.5)
-and ``--server-error`` (default 0.02), then time ``node_specs_for`` + ``order_cluster`` (waiting until every node runs) under
-the production retry policy with shorter backoff (``--base``/``--cap``; deadline ``--deadline``), and
+and ``--server-error`` (default 0.02), then time ``node_specs_for`` + ``order_cluster`` (waiting until every node
+runs) under the production retry policy with shorter backoff (``--base``/``--cap``; deadline ``--deadline``), and
 ``release_cluster`` under the same storm. With the faults off, the cloud is read again: **duplicates** (live nodes
 beyond the count, or two on one index) after the order, and **orphans** (live nodes, shared resources, AWS volumes
 and network interfaces tagged with the cluster) after the release. Prints one markdown table row per run. The
