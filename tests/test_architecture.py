@@ -68,3 +68,69 @@ def test_imports_point_the_way_the_map_draws() -> None:
                     if target != own.split("/")[0] and target not in ALLOWED[own]:
                         wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def _module_name(path: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts[-1] == "__init__"
+    return ".".join(["metalfleet", *(parts[:-1] if package else parts)]), package
+
+
+def _import_time_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is imported (not those under ``if TYPE_CHECKING`` or in functions)."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out.append(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            out += _import_time_imports(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            out += _import_time_imports(node.body)
+    return out
+
+
+def test_no_import_cycle() -> None:
+    modules = {name: (path, package) for layer in LAYERS for path in _modules(layer)
+               for name, package in [_module_name(path)]}
+    graph: dict[str, set[str]] = {}
+    for name, (path, package) in modules.items():
+        here = name if package else name.rsplit(".", 1)[0]
+        edges = set()
+        for node in _import_time_imports(ast.parse(path.read_text()).body):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*here.split(".")[:len(here.split(".")) - node.level + 1], *filter(None, [base])])
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+                # `from . import transport` imports the submodule; the package itself is already being imported
+                targets = subs if subs and len(subs) == len(node.names) else [base, *subs]
+            edges.update(t for t in targets if t in modules and t != name)
+        graph[name] = edges
+    cycles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = [stack.pop()]
+            while component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert len(graph) > 150
+    assert not cycles, f"modules that import each other: {cycles}"
