@@ -220,4 +220,5 @@ class FakeDriver:
 
 
 #: The fake platform as the registry, the spec and the catalogue see it: it sells every billing model.
-PROVIDER = ProviderRecord(name="fake", driver=FakeDriver, catalogue="metalfleet.providers:data/catalog.json")
+PROVIDER = ProviderRecord(name="fake", driver=FakeDriver, catalogue="metalfleet.providers:data/catalog.json",
+                          default_image="img-fake")

@@ -29,11 +29,6 @@ __all__ = ["HOURS_PER_MONTH", "CostLine", "InfeasiblePlanError", "Option", "Plan
            "Rejected", "cluster_spec_for", "load_requirements", "parse_requirements", "recommend", "spec_yaml"]
 
 _TERM_HOURS = {BillingModel.RESERVED_1Y: HOURS_PER_YEAR, BillingModel.RESERVED_3Y: 3 * HOURS_PER_YEAR}
-#: Images the emitted spec uses when the requirements name none (AWS: the Deep Learning Base AMI via SSM).
-DEFAULT_IMAGES = {
-    "aws": "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
-    "fake": "img-fake",
-}
 _TIE = 0.005  # totals closer than half a cent are a tie
 
 
@@ -440,10 +435,12 @@ BLOCK_PLACEHOLDER = "cr-00000000000000000"
 def cluster_spec_for(option: Option, req: PlanRequirements) -> dict[str, Any]:
     """The cluster spec (plain data) ordering ``option``: provider, region, offering, count, billing, placement,
     storage tiers, tags, merged with ``cluster.spec``; checked with ``parse_spec`` (errors name the field)."""
+    from .registry import available_drivers, provider_record
     from .spec import parse_spec
 
     entry, defaults = option.entry, req.cluster
-    image = defaults.image or DEFAULT_IMAGES.get(option.provider)
+    known = option.provider in available_drivers()
+    image = defaults.image or (provider_record(option.provider).default_image if known else None)
     if image is None:
         raise InvalidSpecError(f"cluster.image: the plan chose {option.provider}, which has no default image: give "
                                "cluster.image in the requirements", field="cluster.image", value=None)

@@ -77,7 +77,8 @@ class ProviderRecord:
     JSON shipped as a package resource, ``"package:path"``, merged into the offering catalogue. ``contract``:
     the contract suite's hook, ``(tmp_dir, *, throttle, capacity, seed) -> ContractSetup``: a driver whose state
     lives under ``tmp_dir``, with those faults on (a ``throttle`` fraction of calls rate-limited, at most
-    ``capacity`` live nodes).
+    ``capacity`` live nodes). ``default_image``: the image a spec the planner writes uses when the requirements
+    name none (None: the user must name one).
     """
 
     name: str
@@ -90,6 +91,7 @@ class ProviderRecord:
     price_source: Target | None = None
     catalogue: str | None = None
     contract: Target | None = None
+    default_image: str | None = None
 
     def factory(self) -> Callable[..., Any]:
         """The driver's constructor (not called: no SDK is imported)."""

@@ -39,4 +39,6 @@ __all__ = ["MAX_TAGS", "PARTITIONS_MAX", "PROVIDER", "SPREAD_MAX_PER_ZONE", "STA
 PROVIDER = ProviderRecord(
     name="aws", driver=AwsDriver, extra="aws", billing=SOLD_BILLING,
     spec_rules="metalfleet.providers.aws.validation:spec_problems", tag_rules=tag_problems,
-    price_source="metalfleet.providers.aws.pricing:PRICE_SOURCE", catalogue="metalfleet.providers:data/catalog.json")
+    price_source="metalfleet.providers.aws.pricing:PRICE_SOURCE", catalogue="metalfleet.providers:data/catalog.json",
+    # the Deep Learning Base AMI, resolved through SSM at launch
+    default_image="resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id")

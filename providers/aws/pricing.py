@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..base import Lazy
 from ..errors import ProviderError
 from ..models import BillingModel
 from ..record import PriceFetch, PriceSource
@@ -72,19 +73,17 @@ class AwsPriceList:
         self.endpoint_url = endpoint_url
         self.profile = profile
         self.retry = retry
-        self._client: Any = None
+        self._pricing: Lazy[Any] = Lazy(self._build)
 
-    def _pricing(self) -> Any:
-        if self._client is None:
-            with boundary("Pricing CreateClient"):
-                import boto3
-                from botocore.config import Config
+    def _build(self) -> Any:
+        with boundary("Pricing CreateClient"):
+            import boto3
+            from botocore.config import Config
 
-                session = boto3.session.Session(profile_name=self.profile, region_name=PRICING_REGION)
-                self._client = session.client("pricing", endpoint_url=self.endpoint_url, config=Config(
-                    region_name=PRICING_REGION, retries={"total_max_attempts": 1, "mode": "standard"},
-                    user_agent_extra="metalfleet"))
-        return self._client
+            session = boto3.session.Session(profile_name=self.profile, region_name=PRICING_REGION)
+            return session.client("pricing", endpoint_url=self.endpoint_url, config=Config(
+                region_name=PRICING_REGION, retries={"total_max_attempts": 1, "mode": "standard"},
+                user_agent_extra="metalfleet"))
 
     def _products(self, region: str, instance_type: str) -> list[str]:
         filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v}
