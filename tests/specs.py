@@ -17,6 +17,7 @@ from metalfleet.providers import ClusterSpec, ComputeDriver, NodeSpec, node_spec
 from metalfleet.testing.ec2 import default_subnet_id
 from tests.emulators import alibaba_fixtures as ali
 from tests.emulators import fixtures as ec2
+from tests.emulators.huawei_fixtures import huawei_spec_base
 
 __all__ = ["DATA_DISK", "TEAM_TAGS", "Specs", "cluster_name", "cluster_spec", "cluster_spec_data"]
 
@@ -48,7 +49,7 @@ def _ipmi(zone: str | None) -> dict[str, Any]:
 
 
 _BASES: dict[str, Callable[[str | None], dict[str, Any]]] = {
-    "fake": _fake, "aws": _aws, "alibaba": _alibaba, "ipmi": _ipmi}
+    "fake": _fake, "aws": _aws, "alibaba": _alibaba, "huawei": huawei_spec_base, "ipmi": _ipmi}
 
 
 def cluster_spec_data(provider: str, name: str, count: int = 1, *, zone: str | None = None,

@@ -37,7 +37,6 @@ from metalfleet.testing.kit import EmulatorClient
 from metalfleet.testing.retrycount import CountingPolicy as _Counting
 from tests.emulators import alibaba_fixtures as ali
 from tests.emulators.fixtures import (
-    IMAGE,
     KMS_KEY,
     REGION,
     ZONE,
@@ -45,7 +44,8 @@ from tests.emulators.fixtures import (
     ec2_client,
 )
 from tests.emulators.huawei_fixtures import ZONE as HUAWEI_ZONE
-from tests.emulators.huawei_fixtures import huawei_driver, huawei_spec_data
+from tests.emulators.huawei_fixtures import huawei_driver
+from tests.specs import cluster_spec_data
 
 
 class CountingPolicy(_Counting):
@@ -248,25 +248,13 @@ class Harness:
         if self.kind not in BUILT_IN:
             data: dict[str, Any] = {"name": name or self.cluster, "provider": self.kind, "count": count,
                                     **self.contract().spec}
-        elif self.kind == "fake":
-            data = {"name": name or self.cluster, "provider": "fake", "region": "local-1",
-                    "zone": self.zone, "offering": "fake.8xh100", "count": count, "image": "img-1"}
-        elif self.kind == "ipmi":
-            data = {"name": name or self.cluster, "provider": "ipmi", "region": IPMI_POOL, "zone": self.zone,
-                    "offering": "pool.8xh100-ib", "count": count, "image": "ubuntu-22.04",
-                    "tags": {"owner": "contract-suite"}}
-        elif self.kind == "huawei":
-            data = huawei_spec_data(name or self.cluster, count, self.zone)
-        elif self.kind == "alibaba":
-            data = {"name": name or self.cluster, "provider": "alibaba", "region": ali.REGION, "zone": self.zone,
-                    "offering": "ecs.ebmgn8v.48xlarge", "count": count, "image": ali.IMAGE,
-                    "network": {"subnet_id": ali.vswitch(self.zone)}, "storage": {"kms_key_id": ali.KMS_KEY},
-                    "tags": {"owner": "contract-suite"}}
-        else:
-            data = {"name": name or self.cluster, "provider": "aws", "region": REGION, "zone": self.zone,
-                    "offering": "p4de.24xlarge", "count": count, "image": IMAGE,
-                    "network": {"subnet_id": self.subnet}, "storage": {"kms_key_id": KMS_KEY},
-                    "tags": {"owner": "contract-suite"}}
+        else:  # the shared factory's spec in this harness's zone, with what the suite adds per provider
+            owner = {"tags": {"owner": "contract-suite"}}
+            extra: dict[str, dict[str, Any]] = {
+                "fake": {}, "huawei": {}, "ipmi": {"region": IPMI_POOL, **owner},
+                "alibaba": {"storage": {"kms_key_id": ali.KMS_KEY}, **owner},
+                "aws": {"network": {"subnet_id": self.subnet}, "storage": {"kms_key_id": KMS_KEY}, **owner}}
+            data = cluster_spec_data(self.kind, name or self.cluster, count, zone=self.zone, **extra[self.kind])
         data.update(overrides)
         return parse_spec(data)
 

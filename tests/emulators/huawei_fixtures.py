@@ -81,8 +81,12 @@ def huawei_driver(emulator: HuaweiEmulator, **kw: Any) -> Any:
 def huawei_spec_data(name: str, count: int, zone: str = ZONE) -> dict[str, Any]:
     """A cluster spec (as data) the emulator's world and the real service take: yearly/monthly servers (BMS sells
     no other), bought monthly and ended early on release (``release_subscriptions``)."""
-    return {"name": name, "provider": "huawei", "region": REGION, "zone": zone, "offering": FLAVOR, "count": count,
-            "image": WORLD["image_id"],
+    return {"name": name, "provider": "huawei", "count": count, **huawei_spec_base(zone)}
+
+
+def huawei_spec_base(zone: str | None = None) -> dict[str, Any]:
+    """:func:`huawei_spec_data` without its name, provider and count (tests/specs.py's Huawei base)."""
+    return {"region": REGION, "zone": zone or ZONE, "offering": FLAVOR, "image": WORLD["image_id"],
             "network": {"vpc_id": WORLD["vpc_id"], "subnet_id": WORLD["subnet_id"],
                         "security_group_ids": [WORLD["security_group_id"]]},
             "capacity": {"billing": "monthly", "release_subscriptions": True},
