@@ -30,7 +30,7 @@ def check_paths(paths: Sequence[str | Path], config: PolicyConfig | None = None,
     loaded: list[LoadedInput] = [load_input(p, config, tf_dir) for p in paths]
     resources = [r for li in loaded for r in li.resources]
     report = evaluate(resources, config, suppressions=[s for li in loaded for s in li.suppressions], today=today)
-    report.inputs = [InputSummary(li.path, li.kind, len(li.resources)) for li in loaded]
+    report.inputs = [InputSummary(li.path, li.kind, len(li.resources), tuple(li.notices)) for li in loaded]
     return report
 
 

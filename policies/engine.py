@@ -54,6 +54,8 @@ class InputSummary:
     path: str
     kind: str
     resources: int
+    #: what the input names but the check did not read (a .tf file's registry module), said in the report
+    notices: tuple[str, ...] = ()
 
 
 @dataclass

@@ -142,7 +142,7 @@ def check_divided(path: str, config: PolicyConfig, jobs: int, *, tf_dir: str | P
                               ("applied" if n else "unused"), n)
             for s, n in zip(report.suppressions, counts, strict=True)]
         report.resources = total
-        report.inputs = [InputSummary(path, opened.kind, total)]
+        report.inputs = [InputSummary(path, opened.kind, total, tuple(opened.notices))]
         return report
     finally:
         for pid, r, _ in children:  # left only when this process failed: stop the rest

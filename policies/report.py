@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import TYPE_CHECKING, Any
 
-from .engine import Finding, Report
+from .engine import Finding, InputSummary, Report
 from .rules import FRAMEWORKS, SEVERITY_SCORE, Rule
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ def _fixed_line(e: Entry) -> str:
 def render_text(report: Report, baseline: Comparison | None = None) -> str:
     inputs = ", ".join(f"{i.path} ({i.kind}, {i.resources} resources)" for i in report.inputs)
     lines = [f"metalfleet policy check — {inputs or 'no inputs'}"]
+    lines.extend(f"not read: {n}" for i in report.inputs for n in i.notices)
     for f in report.findings:
         tag = "MANDATORY" if f.level == "mandatory" else "advisory "
         unknown = " [unknown]" if f.unknown else ""
@@ -275,8 +276,7 @@ def render_sarif(report: Report, baseline: Comparison | None = None) -> str:
                                  {"level": "note", "message": {"text": f"suppression {st.status}: "
                                                                         f"{st.suppression.describe()}"}}
                                  for st in report.suppressions]}],
-            "properties": {"inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources}
-                                      for i in report.inputs]},
+            "properties": {"inputs": [_input_json(i) for i in report.inputs]},
             "results": "@RESULTS@",
         }],
     }
@@ -358,12 +358,20 @@ def _json_head(report: Report, cmp: Comparison | None = None) -> dict[str, Any]:
     return {
         "result": "fail" if (cmp.new_blocking if cmp is not None else blocking) else "pass",
         "summary": summary,
-        "inputs": [{"path": i.path, "kind": i.kind, "resources": i.resources} for i in report.inputs],
+        "inputs": [_input_json(i) for i in report.inputs],
         "suppressions": [{"rule": st.suppression.rule, "resource": st.suppression.resource,
                           "reason": st.suppression.reason, "status": st.status, "count": st.count,
                           "expires": st.suppression.expires.isoformat() if st.suppression.expires else None,
                           "declared_at": st.suppression.origin.describe()} for st in report.suppressions],
     }
+
+
+def _input_json(i: InputSummary) -> dict[str, Any]:
+    """An input as JSON and SARIF name it; ``not_read`` only when it names what was not read."""
+    doc: dict[str, Any] = {"path": i.path, "kind": i.kind, "resources": i.resources}
+    if i.notices:
+        doc["not_read"] = list(i.notices)
+    return doc
 
 
 def _json_doc(report: Report, cmp: Comparison | None = None) -> dict[str, Any]:
@@ -472,6 +480,7 @@ def render_github(report: Report, baseline: Comparison | None = None) -> str:
         if st.status in ("expired", "unused"):
             title = _gh_prop("suppression " + st.status)
             lines.append(f"::notice title={title}::{_gh_data(st.suppression.describe())}")
+    lines.extend(f"::notice title=not read::{_gh_data(n)}" for i in report.inputs for n in i.notices)
     lines.append(f"::notice title=metalfleet policy check::{_gh_data(_summary(report, baseline))}")
     return "\n".join(lines) + "\n"
 

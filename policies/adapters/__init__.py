@@ -3,12 +3,15 @@
 - JSON with ``format_version`` and ``resource_changes``/``planned_values``: a Terraform plan;
 - JSON with ``deployment``: ``pulumi stack export``; JSON with ``steps``: ``pulumi preview --json``;
 - YAML (or JSON) with ``provider:``: a metalfleet cluster spec; with ``hosts:`` whose hosts have ``bmc:``: an
-  IPMI/Redfish pool inventory.
+  IPMI/Redfish pool inventory;
+- text with top-level Terraform blocks (``resource "t" "n" {``, ``variable``, ``module``, ...): Terraform
+  configuration in HCL (:mod:`.hcl`), read in its folder's module; a folder is every ``*.tf`` in it, one module.
 
 Anything else, or a file that cannot be read, is a :class:`~metalfleet.providers.textfile.BadFileError`
 naming the file (the CLI exits 2 with that one line): a document of a known kind whose shape is not that
-kind's (a preview whose ``steps`` is a string) is refused, never read as empty, and Terraform source (``.tf``
-HCL or ``.tf.json``) is named as such, with the plan to give instead.
+kind's (a preview whose ``steps`` is a string) is refused, never read as empty, a ``.tf`` file that does not parse
+is named with the line where it fails, and Terraform's JSON configuration syntax (``.tf.json``) is named as such,
+with the plan to give instead.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ MAX_INPUT_BYTES = 512 * 1024 * 1024
 
 KINDS = {
     "terraform-plan": "Terraform plan JSON (terraform show -json)",
+    "terraform-hcl": "Terraform .tf files (HCL) or a folder of them",
     "pulumi-preview": "pulumi preview --json",
     "pulumi-export": "pulumi stack export",
     "cluster-spec": "metalfleet cluster spec",
@@ -53,6 +57,8 @@ class LoadedInput:
     kind: str
     resources: list[Resource]
     suppressions: list[Suppression] = field(default_factory=list)
+    #: what the input names but this check did not read (a registry module of a .tf file)
+    notices: list[str] = field(default_factory=list)
 
 
 def assumptions(config: PolicyConfig) -> Assumptions:
@@ -129,17 +135,15 @@ _READS = ("policy check reads plans: terraform plan -out=plan.out && terraform s
           "then check plan.json")
 
 
-def _hcl_error(path: str, text: str) -> BadFileError | None:
-    """The error for Terraform source in HCL, or None when ``text`` has no top-level Terraform block."""
-    m = _HCL_BLOCK.search(text)
-    if m is None:
-        return None
-    line = text.count("\n", 0, m.start()) + 1
-    return BadFileError(f"policy input {path} is Terraform HCL source (line {line}: {m.group(0).strip()}), not a "
-                        f"plan; {_READS}", path=path, line=line)
+def _hcl_input(path: str, assume: Assumptions) -> OpenedInput:
+    """A ``.tf`` file (in its folder's module) or a folder of them."""
+    from .hcl import read_tf
+
+    views, sups, not_read = read_tf(path, assume)
+    return OpenedInput(path, "terraform-hcl", sups, views, notices=not_read)
 
 
-def _other_json(path: str, data: bytes | mmap.mmap, text_of: Any) -> OpenedInput:
+def _other_json(path: str, data: bytes | mmap.mmap, text_of: Any, assume: Assumptions) -> OpenedInput:
     """JSON that is neither a plan nor Pulumi's: a cluster spec or pool inventory written as JSON (JSON is YAML), or
     an error naming what it is (Terraform's JSON configuration syntax) or that it is none of the inputs."""
     try:
@@ -151,7 +155,7 @@ def _other_json(path: str, data: bytes | mmap.mmap, text_of: Any) -> OpenedInput
             raise BadFileError(f"policy input {path} is Terraform configuration in JSON syntax (.tf.json), not a plan; "
                                f"{_READS}", path=path)
         if isinstance(doc.get("provider"), str) or "hosts" in doc:
-            return _yaml_input(path, text_of())
+            return _yaml_input(path, text_of(), assume)
         if "format_version" in doc and "values" in doc:
             raise BadFileError(f"policy input {path} is Terraform state JSON (terraform show -json of a state), not "
                                f"a plan; {_READS}", path=path)
@@ -162,16 +166,16 @@ def _other_json(path: str, data: bytes | mmap.mmap, text_of: Any) -> OpenedInput
                        "(each is a JSON or YAML object); it reads " + ", ".join(KINDS.values()), path=path)
 
 
-def _yaml_input(path: str, text: str) -> OpenedInput:
-    """A cluster spec or pool inventory (YAML, or JSON as YAML); Terraform HCL source is named as such."""
+def _yaml_input(path: str, text: str, assume: Assumptions) -> OpenedInput:
+    """A cluster spec or pool inventory (YAML, or JSON as YAML), or Terraform HCL source (text that is not YAML, or
+    not a mapping, with a top-level Terraform block)."""
     from .inventory import inventory_resources, is_pool_inventory
 
     try:
         doc, positions = load_with_positions(text, path, "policy input")
     except BadFileError:
-        hcl = _hcl_error(path, text)
-        if hcl is not None:
-            raise hcl from None
+        if _HCL_BLOCK.search(text):
+            return _hcl_input(path, assume)
         raise
     if isinstance(doc, dict) and "provider" in doc:
         return OpenedInput(path, "cluster-spec", _comment_suppressions(text, path),
@@ -179,10 +183,8 @@ def _yaml_input(path: str, text: str) -> OpenedInput:
     if is_pool_inventory(doc):
         return OpenedInput(path, "pool-inventory", _comment_suppressions(text, path),
                            inventory_resources(doc, path, positions))
-    if not isinstance(doc, dict):
-        hcl = _hcl_error(path, text)
-        if hcl is not None:
-            raise hcl
+    if not isinstance(doc, dict) and _HCL_BLOCK.search(text):
+        return _hcl_input(path, assume)
     shape = "a mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
     raise BadFileError(f"policy input {path} is YAML ({shape}) but neither a cluster spec (provider:) nor a pool "
                        "inventory (hosts: with bmc:); policy check reads " + ", ".join(KINDS.values()), path=path)
@@ -219,6 +221,7 @@ class OpenedInput:
     suppressions: list[Suppression]
     resources: list[Resource] | None = None
     plan: PlanReader | None = None
+    notices: list[str] = field(default_factory=list)
 
     def views(self, part: tuple[int, int] = (0, 1)) -> list[Resource]:
         """The views of share i of n (``part``): a plan divides its resources; any other input is not divided
@@ -233,18 +236,20 @@ def load_input(path: str | Path, config: PolicyConfig | None = None, tf_dir: str
     """Read ``path``, detect its kind and return its resource views (share ``part``, see
     :meth:`OpenedInput.views`) and in-file suppressions."""
     opened = open_input(path, config, tf_dir)
-    return LoadedInput(opened.path, opened.kind, opened.views(part), opened.suppressions)
+    return LoadedInput(opened.path, opened.kind, opened.views(part), opened.suppressions, opened.notices)
 
 
 def open_input(path: str | Path, config: PolicyConfig | None = None,
                tf_dir: str | Path | None = None) -> OpenedInput:
     """Read ``path`` and detect its kind; a plan's views are left to :meth:`OpenedInput.views`."""
     path = str(path)
+    assume = assumptions(config or PolicyConfig())
     if os.path.isdir(path):
+        if any(Path(path).glob("*.tf")):
+            return _hcl_input(path, assume)
         raise BadFileError(f"cannot read policy input {path}: it is a directory, not a file", path=path)
     data = _read_bytes(path)
     head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
-    assume = assumptions(config or PolicyConfig())
     if head.startswith((b"{", b"[")):
         fast: _PlanTop | None = None
         if head.startswith(b"{"):
@@ -266,7 +271,7 @@ def open_input(path: str | Path, config: PolicyConfig | None = None,
         try:
             top = msgspec.json.decode(data, type=_Top)
         except msgspec.ValidationError:  # valid JSON, but not an object
-            return _other_json(path, data, lambda: read_text_file(path, "policy input"))
+            return _other_json(path, data, lambda: read_text_file(path, "policy input"), assume)
         except msgspec.DecodeError as exc:
             raise _json_error(path, data, exc) from None
         where = ""
@@ -291,6 +296,6 @@ def open_input(path: str | Path, config: PolicyConfig | None = None,
                                path=path) from None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise _json_error(path, data, exc) from None
-        return _other_json(path, data, lambda: read_text_file(path, "policy input"))
-    return _yaml_input(path, read_text_file(path, "policy input"))
+        return _other_json(path, data, lambda: read_text_file(path, "policy input"), assume)
+    return _yaml_input(path, read_text_file(path, "policy input"), assume)
 

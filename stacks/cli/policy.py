@@ -88,9 +88,10 @@ def add_commands(sub: Any) -> None:
                                       "Pulumi and Terraform")
     psub = p.add_subparsers(dest="policy_command", required=True)
     c = psub.add_parser("check", help="check specs, pool inventories, pulumi preview --json / stack export files "
-                                      "and Terraform plan JSON (terraform show -json; .tf source is refused); exit 1 "
+                                      "and Terraform plan JSON (terraform show -json) or .tf files; exit 1 "
                                       "on mandatory violations, 2 on unreadable input")
-    c.add_argument("paths", nargs="+", metavar="PATH", help="input files; each one's kind is read from its content")
+    c.add_argument("paths", nargs="+", metavar="PATH",
+                   help="input files (or folders of .tf files); each one's kind is read from its content")
     c.add_argument("--format", choices=sorted(FORMATS), default="text")
     c.add_argument("--output", metavar="FILE", help="write the report here (a one-line verdict goes to stderr)")
     c.add_argument("--config", metavar="policy.yaml", help="rule settings and suppressions")
