@@ -72,6 +72,17 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
             f"{_TF_AWS}, aws_ec2_capacity_reservation"),
     Default("aws_security_group_rule.protocol", None, "protocol -1 means all protocols and ports",
             f"{_TF_AWS}, aws_security_group ingress"),
+    Default("aws_spot_fleet_request.launch_specification.metadata_options", "optional",
+            "a launch_specification has no metadata_options (the API's SpotFleetLaunchSpecification has no "
+            "MetadataOptions member): its instances get the default, http_tokens optional (IMDSv1 allowed), unless "
+            "the account's instance metadata defaults require tokens",
+            f"{_TF_AWS}, aws_spot_fleet_request launch_specification (\"similar but not identical inputs as "
+            "aws_instance\"); EC2 API SpotFleetLaunchSpecification; EC2 User Guide, instance metadata options"),
+    Default("aws_spot_fleet_request.launch_specification.encrypted", False,
+            "launch_specification root_block_device / ebs_block_device encrypted unset: the volume follows its "
+            "snapshot (unencrypted for public AMIs) unless EBS encryption by default is on",
+            f"{_TF_AWS}, aws_spot_fleet_request launch_specification; EC2 API SpotFleetLaunchSpecification "
+            "BlockDeviceMappings (EbsBlockDevice.Encrypted)"),
     # ---- Alibaba Cloud
     Default("alicloud_instance.system_disk_encrypted", False, "system_disk_encrypted defaults to false",
             f"{_TF_ALI}, alicloud_instance"),
@@ -97,6 +108,22 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
     Default("alicloud_ecs_launch_template.data_disks.encrypted", False, "data_disks.encrypted defaults to false",
             f"{_TF_ALI}, alicloud_launch_template data_disks (Default to false); ECS API CreateLaunchTemplate "
             "DataDisk.N.Encrypted"),
+    Default("alicloud_ess_scaling_configuration.system_disk_encrypted", False,
+            "system_disk_encrypted unset: the system disk is not encrypted",
+            f"{_TF_ALI}, alicloud_ess_scaling_configuration (system_disk_encrypted, Optional); ESS API "
+            "CreateScalingConfiguration SystemDisk.Encrypted (default false)"),
+    Default("alicloud_ess_scaling_configuration.data_disk.encrypted", False,
+            "data_disk.encrypted defaults to false", f"{_TF_ALI}, alicloud_ess_scaling_configuration data_disk "
+            "(\"Default value: `false`\")"),
+    Default("alicloud_ess_scaling_configuration.internet_max_bandwidth_out", 0,
+            "internet_max_bandwidth_out unset is 0: no public IP (a value above 0 allocates one)",
+            f"{_TF_ALI}, alicloud_ess_scaling_configuration; ESS API CreateScalingConfiguration "
+            "InternetMaxBandwidthOut (default 0)"),
+    Default("alicloud_ess_scaling_configuration.http_tokens", "optional",
+            "alicloud_ess_scaling_configuration has no metadata options (no http_tokens argument): its instances "
+            "keep ECS's default, token-less metadata access allowed",
+            f"{_TF_ALI}, alicloud_ess_scaling_configuration (argument list); ECS instance metadata, HttpTokens "
+            "default optional"),
     # ---- Huawei Cloud
     Default("huaweicloud_bms_instance.disk_encryption", False,
             "huaweicloud_bms_instance has no disk encryption argument: its system and data disks are created "
@@ -122,6 +149,10 @@ DEFAULTS: dict[str, Default] = {d.key: d for d in (
             f"{_TF_HW}, huaweicloud_networking_secgroup_rule"),
     Default("huaweicloud_networking_secgroup_rule.ports", None, "no ports given: all ports",
             f"{_TF_HW}, huaweicloud_networking_secgroup_rule"),
+    Default("huaweicloud_as_configuration.instance_config.disk.kms_id", None,
+            "instance_config.disk.kms_id unset: the disk is not encrypted",
+            f"{_TF_HW}, huaweicloud_as_configuration instance_config disk (\"kms_id - (Optional, String, ForceNew) "
+            "The Encryption KMS ID of the data disk.\")"),
     # ---- metalfleet's own resources (cluster spec, GpuNode)
     Default("metalfleet.storage.encrypted", True, "storage volumes default to encrypted: true",
             "metalfleet providers/spec.py VolumeModel.encrypted"),

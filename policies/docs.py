@@ -6,11 +6,20 @@ tests/policies/test_docs.py fails when the checked-in RULES.md differs from what
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from datetime import date
+from typing import Any
 
+from .adapters.common import Assumptions
+from .adapters.native import READERS, native_resources
+from .adapters.terraform import LINKS
+from .config import parse_config
 from .defaults import DEFAULTS
+from .engine import evaluate
+from .model import UNKNOWN, Location
 from .rules import FRAMEWORKS, ordered
 
-__all__ = ["render_rules_md"]
+__all__ = ["coverage", "render_rules_md"]
 
 _KINDS = {"compute": "compute nodes", "volume": "volumes", "security_rule": "security rules", "address": "public "
           "addresses", "storage": "buckets / file systems", "bmc": "BMC endpoints", "reservation": "capacity "
@@ -19,6 +28,87 @@ _KINDS = {"compute": "compute nodes", "volume": "volumes", "security_rule": "sec
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+_CLOUDS = {"aws": "AWS", "alicloud": "Alibaba Cloud", "huaweicloud": "Huawei Cloud"}
+
+
+def _cloud(tf_type: str) -> str:
+    return _CLOUDS[tf_type.split("_", 1)[0]]
+
+
+class _Block(dict[str, Any]):
+    """A probe of a resource's attributes: every block present (one, a probe again), every attribute ``value`` but
+    ``unknown``, unknown at plan time; the names asked for are recorded in ``asked``."""
+
+    def __init__(self, value: Any, unknown: str | None = None, asked: set[str] | None = None) -> None:
+        super().__init__()
+        self.value, self.unknown = value, unknown
+        self.asked: set[str] = set() if asked is None else asked
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return UNKNOWN if key == self.unknown else [_Block(self.value, self.unknown, self.asked)]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return UNKNOWN if key == self.unknown else self.value
+
+
+def coverage() -> Mapping[str, Mapping[str, tuple[str, ...]]]:
+    """Rule id -> cloud -> the resource types it judges, from the adapters' own registry (:data:`.native.READERS`):
+    a type counts for a rule when its reader's views give the rule something to judge on some probe of its
+    attributes: all absent, all unknown at plan time, every block present with its attributes all absent or all
+    unknown, or all true but one unknown (each attribute the reader asks for in turn, so an encrypted volume's key
+    is judged too), with and without EBS encryption by default. Derived from what dispatch runs, so the table cannot
+    drift from it."""
+    config = parse_config({"rules": {"MF-ADV-002": {"planned_run_end": "2100-01-01"}}})
+    found: dict[str, dict[str, set[str]]] = {}
+    for tf_type, reader in READERS.items():
+        asked: set[str] = set()
+        probes: list[dict[str, Any]] = [{}, dict.fromkeys(reader.fields, UNKNOWN), _Block(None),
+                                        _Block(UNKNOWN), _Block(True, None, asked)]
+        views = []
+        for i in range(2):  # the second round: each attribute the first one asked for, unknown in turn
+            for props in probes:
+                for assume in (Assumptions(), Assumptions(ebs_encryption_by_default=True)):
+                    views += native_resources(tf_type, props, tf_type, Location(), "terraform", assume, None, 2)
+            probes = [_Block(True, key) for key in sorted(asked)] if i == 0 else []
+        for f in evaluate(views, config, today=date(2000, 1, 1)).findings:
+            found.setdefault(f.rule.id, {}).setdefault(_cloud(tf_type), set()).add(tf_type)
+    return {rule: {cloud: tuple(sorted(types)) for cloud, types in clouds.items()} for rule, clouds in found.items()}
+
+
+def _coverage_md() -> list[str]:
+    table = coverage()
+    out = [
+        "## Coverage: the resource types each rule reads",
+        "",
+        "Native resources of the aws, alicloud and huaweicloud providers, in Terraform's type names (Pulumi's "
+        "bridged providers map to the same readers). Generated from the adapters' registry of readers: a type is "
+        "listed for a rule when its views give the rule something to judge; — where no type of that cloud does "
+        "(a Huawei Cloud disk is encrypted only with a KMS key it names, so MF-ENC-002 has nothing to fail there).",
+        "",
+        "| Rule | " + " | ".join(_CLOUDS.values()) + " |",
+        "|---|" + "---|" * len(_CLOUDS),
+    ]
+    for r in ordered():
+        if r.id in table:
+            cells = [", ".join(f"`{t}`" for t in table[r.id].get(c, ())) or "—" for c in _CLOUDS.values()]
+            out.append(f"| [{r.id}](#{r.id.lower()}) | " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "Read from a Terraform plan for the links they make (their references in the plan's configuration):",
+        "",
+        "| Cloud | Resource type | What it settles |",
+        "|---|---|---|",
+    ]
+    for tf_type in sorted(LINKS, key=lambda t: (list(_CLOUDS).index(t.split("_", 1)[0]), t)):
+        out.append(f"| {_cloud(tf_type)} | `{tf_type}` | {_cell(LINKS[tf_type])} |")
+    return [*out, ""]
 
 
 def render_rules_md() -> str:
@@ -53,6 +143,7 @@ def render_rules_md() -> str:
         out += ["| Setting | Meaning | Default |", "|---|---|---|"]
         out += [f"| `{k}` | {_cell(d)} | `{_cell(str(v))}` |" for k, d, v in settings]
         out.append("")
+    out += _coverage_md()
     out += [
         "## Defaults: what an absent attribute means",
         "",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -29,7 +30,7 @@ from ..model import (
 )
 from .common import Assumptions, block, blocks, gpu_type, maybe_bool, maybe_int, maybe_str, tags_of
 
-__all__ = ["ACCOUNT_SETTINGS", "FIELDS", "NATIVE", "PULUMI_TYPES", "native_resources"]
+__all__ = ["ACCOUNT_SETTINGS", "FIELDS", "NATIVE", "PULUMI_TYPES", "READERS", "Reader", "native_resources"]
 
 #: Pulumi type token -> Terraform resource type.
 PULUMI_TYPES: Mapping[str, str] = {
@@ -61,6 +62,10 @@ PULUMI_TYPES: Mapping[str, str] = {
     "huaweicloud:Vpc/eipAssociate:EipAssociate": "huaweicloud_vpc_eip_associate",
     "huaweicloud:Ecs/eipAssociate:EipAssociate": "huaweicloud_compute_eip_associate",
     "huaweicloud:Evs/volume:Volume": "huaweicloud_evs_volume",
+    "aws:ec2/spotInstanceRequest:SpotInstanceRequest": "aws_spot_instance_request",
+    "aws:ec2/spotFleetRequest:SpotFleetRequest": "aws_spot_fleet_request",
+    "alicloud:ess/scalingConfiguration:ScalingConfiguration": "alicloud_ess_scaling_configuration",
+    "huaweicloud:As/configuration:Configuration": "huaweicloud_as_configuration",
 }
 
 #: Resources that change account defaults rather than describe a node (read in a first pass).
@@ -326,6 +331,55 @@ def _aws_launch_configuration(p: dict[str, Any], c: Ctx) -> list[Resource]:
     return out
 
 
+def _aws_spot_fleet_request(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    """Each ``launch_specification`` block is a template the fleet launches Spot Instances from: a node (its
+    instance type, its public address) and its root and EBS devices, in aws_instance's names. The fleet's
+    ``launch_template_config`` names launch templates, judged as themselves (the plan reader carries the fleet's
+    instance type overrides to them). A launch specification has no metadata options: its instances get the
+    account's default, token-optional unless the account requires tokens."""
+    specs = blocks(p, "launch_specification", "launch_specifications")
+    if specs is UNKNOWN:  # the specifications are known only after apply: so is all they would tell
+        return [ComputeNode(**c.base("aws", f"{c.name} launch_specification", public_ip="launch_specification "
+                                     "unknown at plan time"), instance_type=UNKNOWN, public_ip=UNKNOWN,
+                            metadata_tokens_required=UNKNOWN),
+                _unknown_disks(c, "aws", "launch-template")]
+    out: list[Resource] = []
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, dict):
+            continue
+        name = f"{c.name} launch_specification {i}"
+        itype = maybe_str(spec.get("instance_type"))
+        imds, imds_note = _imds(None, "aws_spot_fleet_request.launch_specification.metadata_options",
+                                c.assume.imds_tokens_required_by_default)
+        # true adds an interface with a public address; false (the schema's default) or unset leaves it to the
+        # subnet, not in this resource, as for a launch configuration
+        public = maybe_bool(spec.get("associate_public_ip_address"))
+        out.append(ComputeNode(**c.base("aws", name, metadata_tokens_required=imds_note), instance_type=itype,
+                               gpu=gpu_type("aws", itype), public_ip=None if public is False else public,
+                               metadata_tokens_required=imds,
+                               tags=tags_of(spec, "tags"), placement_group=_group(spec.get("placement_group")),
+                               capacity_reservation=None))
+        root = block(spec, "root_block_device", "root_block_devices")
+        if root is UNKNOWN:  # Optional+Computed: unknown when not configured; the AMI's root volume then decides
+            out.append(Volume(**c.base("aws", f"{name} root device", encrypted="root_block_device unknown at plan "
+                                       "time"), role="launch-template", encrypted=UNKNOWN, kms_key=UNKNOWN, tags=None))
+        else:
+            out.append(_spot_fleet_device(c, f"{name} root device", root if isinstance(root, dict) else {}))
+        devices = blocks(spec, "ebs_block_device", "ebs_block_devices")
+        for j, dev in enumerate([] if devices is UNKNOWN else devices):  # Optional+Computed, as on aws_instance
+            if isinstance(dev, dict):
+                out.append(_spot_fleet_device(c, f"{name} device {_label(dev.get('device_name'), j)}", dev))
+    return out
+
+
+def _spot_fleet_device(c: Ctx, name: str, dev: dict[str, Any]) -> Volume:
+    enc, why = _enc(dev.get("encrypted"), "aws_spot_fleet_request.launch_specification.encrypted",
+                    c.assume.ebs_encryption_by_default)
+    key = dev.get("kms_key_id")
+    return Volume(**c.base("aws", name, encrypted=why), role="launch-template", encrypted=enc, kms_key=maybe_str(key),
+                  provider_managed_key=_kms_managed(key), tags=None)
+
+
 def _aws_ebs_volume(p: dict[str, Any], c: Ctx) -> list[Resource]:
     enc, why = _enc(p.get("encrypted"), "aws_ebs_volume.encrypted", c.assume.ebs_encryption_by_default)
     key = p.get("kms_key_id")
@@ -487,6 +541,38 @@ def _ali_disk(p: dict[str, Any], c: Ctx) -> list[Resource]:
                    kms_key=maybe_str(p.get("kms_key_id")), tags=tags_of(p, "tags"))]
 
 
+def _ali_ess_scaling_configuration(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    """The template an ESS scaling group launches ECS instances from: a node (its instance types, a public address
+    when internet_max_bandwidth_out is above 0) and its system and data disks. It has no metadata options, so its
+    instances keep ECS's default, token-optional metadata access."""
+    types = p.get("instance_types")
+    itypes: list[Any] = [p.get("instance_type")] + (types if isinstance(types, list) else [types])
+    known = [t for t in itypes if type(t) is str and t]
+    gpus = [gpu_type("alibaba", t) for t in known]
+    gpu: Maybe[bool] = True if True in gpus else UNKNOWN if (UNKNOWN in gpus or UNKNOWN in itypes or not known) \
+        else False
+    itype: Maybe[str | None] = UNKNOWN if UNKNOWN in itypes else (known[0] if known else None)
+    bw = maybe_int(p.get("internet_max_bandwidth_out"))
+    out: list[Resource] = [ComputeNode(
+        **c.base("alibaba", metadata_tokens_required=note("alicloud_ess_scaling_configuration.http_tokens"),
+                 public_ip=note("alicloud_ess_scaling_configuration.internet_max_bandwidth_out") if bw is None else ""),
+        instance_type=itype, gpu=gpu, public_ip=UNKNOWN if bw is UNKNOWN else (bw or 0) > 0,
+        metadata_tokens_required=False, tags=tags_of(p, "tags"), placement_group=None, capacity_reservation=None)]
+    enc, why = _enc(p.get("system_disk_encrypted"), "alicloud_ess_scaling_configuration.system_disk_encrypted", False)
+    out.append(Volume(**c.base("alibaba", f"{c.name} system disk", encrypted=why), role="launch-template",
+                      encrypted=enc, kms_key=maybe_str(p.get("system_disk_kms_key_id"))))
+    disks = blocks(p, "data_disk", "data_disks")
+    if disks is UNKNOWN:
+        out.append(_unknown_disks(c, "alibaba", "launch-template"))
+        disks = []
+    for i, d in enumerate(disks):
+        if isinstance(d, dict):
+            enc, why = _enc(d.get("encrypted"), "alicloud_ess_scaling_configuration.data_disk.encrypted", False)
+            out.append(Volume(**c.base("alibaba", f"{c.name} data disk {_label(d.get('name'), i)}", encrypted=why),
+                              role="launch-template", encrypted=enc, kms_key=maybe_str(d.get("kms_key_id"))))
+    return out
+
+
 def _port_range(text: Any) -> tuple[Maybe[int], Maybe[int]]:
     if text is UNKNOWN:
         return UNKNOWN, UNKNOWN
@@ -598,6 +684,41 @@ def _hw_evs(p: dict[str, Any], c: Ctx) -> list[Resource]:
                    tags=tags_of(p, "tags"))]
 
 
+def _hw_as_configuration(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    """The template an AS group launches ECSs from (``instance_config``): a node (its flavor; a ``public_ip`` block
+    gives every instance an EIP) and its ``disk`` blocks (SYS / DATA), each encrypted by its ``kms_id``. A
+    configuration made from an existing ECS (``instance_id``) takes that ECS's flavor and disks, which the input
+    does not show."""
+    ic = block(p, "instance_config")
+    metadata = note("huaweicloud_compute_instance.metadata_http_tokens")
+    if not isinstance(ic, dict):  # unknown at plan time (or absent: the provider requires it)
+        return [ComputeNode(**c.base("huawei", metadata_tokens_required=metadata), instance_type=UNKNOWN,
+                            public_ip=UNKNOWN, metadata_tokens_required=False, tags=None),
+                _unknown_disks(c, "huawei", "launch-template")]
+    flavor = maybe_str(ic.get("flavor"))
+    public_ip = ic.get("public_ip")
+    public: Maybe[bool] = UNKNOWN if public_ip is UNKNOWN else public_ip not in (None, [], {})
+    out: list[Resource] = [ComputeNode(**c.base("huawei", metadata_tokens_required=metadata), instance_type=flavor,
+                                       gpu=gpu_type("huawei", flavor), public_ip=public,
+                                       metadata_tokens_required=False, tags=None, placement_group=None,
+                                       capacity_reservation=None)]
+    disks = blocks(ic, "disk", "disks")
+    if disks is UNKNOWN or (not disks and ic.get("instance_id") not in (None, "")):
+        out.append(_unknown_disks(c, "huawei", "launch-template"))
+        disks = []
+    data = 0
+    for d in disks:
+        if not isinstance(d, dict):
+            continue
+        system = type(d.get("disk_type")) is str and d["disk_type"].upper() == "SYS"  # unknown: judged as data
+        enc, key, why = _hw_kms(d.get("kms_id"), "huaweicloud_as_configuration.instance_config.disk.kms_id")
+        label = "system disk" if system else f"data disk {data}"
+        data += 0 if system else 1
+        out.append(Volume(**c.base("huawei", f"{c.name} {label}", encrypted=why), role="launch-template",
+                          encrypted=enc, kms_key=key))
+    return out
+
+
 _HW_PORTS = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
 
 
@@ -654,86 +775,87 @@ def _hw_eip_associate(p: dict[str, Any], c: Ctx) -> list[Resource]:
     return [Address(**c.base("huawei"), attached_to=_attached(target))]
 
 
-NATIVE: Mapping[str, Builder] = {
-    "aws_instance": _aws_instance,
-    "aws_launch_template": _aws_launch_template,
-    "aws_launch_configuration": _aws_launch_configuration,
-    "aws_ebs_volume": _aws_ebs_volume,
-    "aws_security_group": _aws_security_group,
-    "aws_security_group_rule": _aws_security_group_rule,
-    "aws_vpc_security_group_ingress_rule": _aws_sg_ingress_rule,
-    "aws_eip": _aws_eip,
-    "aws_eip_association": _unattached("aws"),
-    "aws_ec2_capacity_reservation": _aws_capacity_reservation,
-    "alicloud_instance": _ali_instance,
-    "alicloud_ecs_launch_template": _ali_launch_template,
-    "alicloud_launch_template": _ali_launch_template,
-    "alicloud_ecs_disk": _ali_disk,
-    "alicloud_disk": _ali_disk,
-    "alicloud_security_group_rule": _ali_sg_rule,
-    "alicloud_eip_association": _ali_eip_association,
-    "alicloud_eip_address": _unattached("alibaba"),
-    "alicloud_eip": _unattached("alibaba"),
-    "huaweicloud_bms_instance": _hw_bms,
-    "huaweicloud_compute_instance": _hw_ecs,
-    "huaweicloud_evs_volume": _hw_evs,
-    "huaweicloud_networking_secgroup_rule": _hw_sg_rule,
-    "huaweicloud_vpc_eip": _unattached("huawei"),
-    "huaweicloud_vpc_eip_associate": _hw_eip_associate,
-    "huaweicloud_compute_eip_associate": _hw_eip_associate,
-    "huaweicloud_networking_eip_associate": _hw_eip_associate,  # the older name of huaweicloud_vpc_eip_associate
-}
-
-
 _AWS_RULE = ("protocol", "ip_protocol", "from_port", "to_port", "cidr_blocks", "ipv6_cidr_blocks", "cidr_ipv4",
              "cidr_ipv6")
+_AWS_INSTANCE = ("instance_type", "metadata_options", "associate_public_ip_address", "subnet_id", "network_interface",
+                 "capacity_reservation_specification", "tags", "tags_all", "placement_group", "root_block_device",
+                 "launch_template", "ebs_block_device", "volume_tags", "ebs_block_devices", "network_interfaces")
 _ALI_LT = ("instance_type", "http_tokens", "internet_max_bandwidth_out", "system_disk", *_ALI_FLAT_SYSTEM_DISK,
            "data_disks")
+_ALI_EIP = ("instance_id", "instance", "network_interface_id")
 _HW_PUBLIC = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
-#: The attributes each builder reads (and the Terraform adapter's reference fields): a plan's after_unknown is cut
-#: down to these once per count block, so the overlay of 10,000 instances touches only what the rules can see. A
-#: builder that reads an attribute must list it here, or its unknown value would read as absent
-#: (tests/policies/test_rules_native.py checks every builder against this table).
+_HW_EIP_ASSOCIATE = ("instance_id", "port_id", "fixed_ip")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one resource type is read: the builder of its views, and the attributes it reads (a plan's
+    after_unknown is cut down to these once per count block, so the overlay of 10,000 instances touches only what
+    the rules can see; a builder that reads an attribute must list it, or its unknown value would read as absent:
+    tests/policies/test_rules_native.py checks every builder against it). Dispatch (:func:`native_resources`), the
+    plan reader and the coverage table of RULES.md (:mod:`metalfleet.policies.docs`) all read this one registry."""
+
+    build: Builder
+    fields: tuple[str, ...]
+
+
+#: Terraform resource type -> its reader (Pulumi types map here through :data:`PULUMI_TYPES`).
+READERS: Mapping[str, Reader] = {
+    "aws_instance": Reader(_aws_instance, _AWS_INSTANCE),
+    # "This resource supports all arguments of aws_instance" (terraform-provider-aws website/docs/r/
+    # spot_instance_request.html.markdown, paraphrase): the same disks, metadata options and public address.
+    "aws_spot_instance_request": Reader(_aws_instance, _AWS_INSTANCE),
+    "aws_spot_fleet_request": Reader(_aws_spot_fleet_request, ("launch_specification", "launch_specifications")),
+    "aws_launch_template": Reader(_aws_launch_template, ("instance_type", "metadata_options", "network_interfaces",
+                                                         "tag_specifications", "block_device_mappings",
+                                                         "block_device_mapping")),
+    "aws_launch_configuration": Reader(_aws_launch_configuration, (
+        "instance_type", "metadata_options", "associate_public_ip_address", "root_block_device", "ebs_block_device",
+        "ebs_block_devices")),
+    "aws_ebs_volume": Reader(_aws_ebs_volume, ("encrypted", "kms_key_id", "tags", "tags_all")),
+    "aws_security_group": Reader(_aws_security_group, ("ingress",)),
+    "aws_security_group_rule": Reader(_aws_security_group_rule, ("type", *_AWS_RULE)),
+    "aws_vpc_security_group_ingress_rule": Reader(_aws_sg_ingress_rule, _AWS_RULE),
+    "aws_eip": Reader(_aws_eip, ("instance", "instance_id", "network_interface")),
+    "aws_eip_association": Reader(_unattached("aws"), ("instance_id", "instance", "network_interface",
+                                                       "network_interface_id")),
+    "aws_ec2_capacity_reservation": Reader(_aws_capacity_reservation, ("end_date_type", "end_date")),
+    "alicloud_instance": Reader(_ali_instance, ("instance_type", "internet_max_bandwidth_out", "http_tokens", "tags",
+                                                "deployment_set_id", "volume_tags", "system_disk_encrypted",
+                                                "system_disk_kms_key_id", "data_disks")),
+    "alicloud_ecs_launch_template": Reader(_ali_launch_template, _ALI_LT),
+    "alicloud_launch_template": Reader(_ali_launch_template, _ALI_LT),
+    "alicloud_ess_scaling_configuration": Reader(_ali_ess_scaling_configuration, (
+        "instance_type", "instance_types", "internet_max_bandwidth_out", "tags", "system_disk_encrypted",
+        "system_disk_kms_key_id", "data_disk", "data_disks")),
+    "alicloud_ecs_disk": Reader(_ali_disk, ("encrypted", "kms_key_id", "tags")),
+    "alicloud_disk": Reader(_ali_disk, ("encrypted", "kms_key_id", "tags")),
+    "alicloud_security_group_rule": Reader(_ali_sg_rule, ("type", "ip_protocol", "port_range", "cidr_ip",
+                                                          "ipv6_cidr_ip", "policy")),
+    "alicloud_eip_association": Reader(_ali_eip_association, ("instance_id", "instance")),
+    "alicloud_eip_address": Reader(_unattached("alibaba"), _ALI_EIP),
+    "alicloud_eip": Reader(_unattached("alibaba"), _ALI_EIP),
+    "huaweicloud_bms_instance": Reader(_hw_bms, ("flavor_id", *_HW_PUBLIC, "tags", "system_disk_type", "data_disks")),
+    "huaweicloud_compute_instance": Reader(_hw_ecs, ("flavor_id", "flavor_name", "scheduler_hints", *_HW_PUBLIC,
+                                                     "tags", "system_disk_kms_key_id", "data_disks")),
+    "huaweicloud_as_configuration": Reader(_hw_as_configuration, ("instance_config",)),
+    "huaweicloud_evs_volume": Reader(_hw_evs, ("kms_id", "tags")),
+    "huaweicloud_networking_secgroup_rule": Reader(_hw_sg_rule, (
+        "direction", "protocol", "ports", "port_range_min", "port_range_max", "remote_ip_prefix", "remote_group_id",
+        "remote_address_group_id", "ethertype", "action")),
+    "huaweicloud_vpc_eip": Reader(_unattached("huawei"), _ALI_EIP),
+    "huaweicloud_vpc_eip_associate": Reader(_hw_eip_associate, _HW_EIP_ASSOCIATE),
+    "huaweicloud_compute_eip_associate": Reader(_hw_eip_associate, _HW_EIP_ASSOCIATE),
+    # the older name of huaweicloud_vpc_eip_associate
+    "huaweicloud_networking_eip_associate": Reader(_hw_eip_associate, _HW_EIP_ASSOCIATE),
+}
+NATIVE: Mapping[str, Builder] = {t: r.build for t, r in READERS.items()}
+#: The attributes read of each type (:attr:`Reader.fields`), and of the types read in the plan's first pass.
 FIELDS: Mapping[str, tuple[str, ...]] = {
-    "aws_instance": ("instance_type", "metadata_options", "associate_public_ip_address", "subnet_id",
-                     "network_interface", "capacity_reservation_specification", "tags", "tags_all",
-                     "placement_group", "root_block_device", "launch_template", "ebs_block_device", "volume_tags",
-                     "ebs_block_devices", "network_interfaces"),
-    "aws_launch_template": ("instance_type", "metadata_options", "network_interfaces", "tag_specifications",
-                            "block_device_mappings", "block_device_mapping"),
-    "aws_launch_configuration": ("instance_type", "metadata_options", "associate_public_ip_address",
-                                 "root_block_device", "ebs_block_device", "ebs_block_devices"),
-    "aws_ebs_volume": ("encrypted", "kms_key_id", "tags", "tags_all"),
-    "aws_security_group": ("ingress",),
-    "aws_security_group_rule": ("type", *_AWS_RULE),
-    "aws_vpc_security_group_ingress_rule": _AWS_RULE,
-    "aws_eip": ("instance", "instance_id", "network_interface"),
-    "aws_eip_association": ("instance_id", "instance", "network_interface", "network_interface_id"),
-    "aws_ec2_capacity_reservation": ("end_date_type", "end_date"),
+    **{t: r.fields for t, r in READERS.items()},
     "aws_ebs_encryption_by_default": ("enabled",),
     "aws_ec2_instance_metadata_defaults": ("http_tokens",),
     "aws_subnet": ("map_public_ip_on_launch",),
-    "alicloud_instance": ("instance_type", "internet_max_bandwidth_out", "http_tokens", "tags", "deployment_set_id",
-                          "volume_tags", "system_disk_encrypted", "system_disk_kms_key_id", "data_disks"),
-    "alicloud_ecs_launch_template": _ALI_LT,
-    "alicloud_launch_template": _ALI_LT,
-    "alicloud_ecs_disk": ("encrypted", "kms_key_id", "tags"),
-    "alicloud_disk": ("encrypted", "kms_key_id", "tags"),
-    "alicloud_security_group_rule": ("type", "ip_protocol", "port_range", "cidr_ip", "ipv6_cidr_ip", "policy"),
-    "alicloud_eip_association": ("instance_id", "instance"),
-    "alicloud_eip_address": ("instance_id", "instance", "network_interface_id"),
-    "alicloud_eip": ("instance_id", "instance", "network_interface_id"),
-    "huaweicloud_bms_instance": ("flavor_id", *_HW_PUBLIC, "tags", "system_disk_type", "data_disks"),
-    "huaweicloud_compute_instance": ("flavor_id", "flavor_name", "scheduler_hints", *_HW_PUBLIC, "tags",
-                                     "system_disk_kms_key_id", "data_disks"),
-    "huaweicloud_evs_volume": ("kms_id", "tags"),
-    "huaweicloud_networking_secgroup_rule": ("direction", "protocol", "ports", "port_range_min", "port_range_max",
-                                             "remote_ip_prefix", "remote_group_id", "remote_address_group_id",
-                                             "ethertype", "action"),
-    "huaweicloud_vpc_eip": ("instance_id", "instance", "network_interface_id"),
-    "huaweicloud_vpc_eip_associate": ("instance_id", "port_id", "fixed_ip"),
-    "huaweicloud_compute_eip_associate": ("instance_id", "port_id", "fixed_ip"),
-    "huaweicloud_networking_eip_associate": ("instance_id", "port_id", "fixed_ip"),
 }
 
 

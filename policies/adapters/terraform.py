@@ -26,12 +26,12 @@ from typing import Any
 import msgspec
 
 from ..config import Suppression
-from ..model import UNKNOWN, ComputeNode, Location, Maybe, Resource, Volume
+from ..model import UNKNOWN, Address, ComputeNode, Location, Maybe, Resource, Volume
 from ..yamlpos import suppression_comments
-from .common import Assumptions, ShapeError, maybe_bool
+from .common import Assumptions, ShapeError, gpu_type, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
-__all__ = ["PlanError", "PlanReader", "read_plan"]
+__all__ = ["LINKS", "PlanError", "PlanReader", "read_plan"]
 
 
 class PlanError(ShapeError):
@@ -113,6 +113,19 @@ def _refs(expr: Any) -> list[str]:
     return []
 
 
+def _deep_refs(expr: Any) -> list[str]:
+    """The references of an attribute's expression, or of every expression inside a nested block (the
+    configuration section writes a block as a list of objects of expressions: ``launch_template`` ->
+    ``[{"id": {"references": [...]}}]``)."""
+    if isinstance(expr, dict):
+        if "references" in expr or "constant_value" in expr:
+            return _refs(expr)
+        return [r for v in expr.values() for r in _deep_refs(v)]
+    if isinstance(expr, list):
+        return [r for v in expr for r in _deep_refs(v)]
+    return []
+
+
 def _walk_config(module: Mapping[str, Any], prefix: str, folder: str | None,
                  out: dict[str, _ConfigResource], aliases: dict[str, list[str]] | None = None) -> None:
     """The managed resources of ``module`` (and its calls) into ``out``; into ``aliases``, what a reference to a
@@ -128,7 +141,7 @@ def _walk_config(module: Mapping[str, Any], prefix: str, folder: str | None,
         addr = f"{prefix}{r.get('address')}"
         raw = r.get("expressions")
         exprs: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        refs = {k: [f"{prefix}{x}" for x in _refs(v)] for k, v in exprs.items()}
+        refs = {k: [f"{prefix}{x}" for x in _deep_refs(v)] for k, v in exprs.items()}
         out[addr] = _ConfigResource(addr, refs, folder)
     for name, call in (module.get("module_calls") or {}).items():
         if not isinstance(call, dict):
@@ -228,7 +241,8 @@ _HW_RULE_REMOTES = {"remote_group_id": "huaweicloud_networking_secgroup",
 _RESOLVED = frozenset({"aws_security_group", "huaweicloud_networking_secgroup_rule", "aws_ebs_volume"})
 
 #: The instance types an address or a volume binds to (each is read as a ComputeNode with its disks).
-_COMPUTE = frozenset({"aws_instance", "alicloud_instance", "huaweicloud_compute_instance", "huaweicloud_bms_instance"})
+_COMPUTE = frozenset({"aws_instance", "aws_spot_instance_request", "alicloud_instance", "huaweicloud_compute_instance",
+                      "huaweicloud_bms_instance"})
 #: Standalone volumes, each read for encryption on its own (native.py: _aws_ebs_volume, _ali_disk, _hw_evs).
 _VOLUMES = frozenset({"aws_ebs_volume", "alicloud_ecs_disk", "alicloud_disk", "huaweicloud_evs_volume"})
 #: Public addresses and their associations, and the attributes that name what the address is bound to. Each
@@ -276,6 +290,61 @@ _ATTACHMENTS: Mapping[str, tuple[str, str]] = {
     "alicloud_ecs_disk_attachment": ("disk_id", "instance_id"),
     "alicloud_disk_attachment": ("disk_id", "instance_id"),
     "huaweicloud_compute_volume_attach": ("volume_id", "instance_id"),
+}
+#: Network interfaces, and what attaches one to an instance: an address bound to the interface is the instance's.
+#:
+#: - aws_network_interface's own ``attachment`` block: "`instance` - (Required) ID of the instance to attach to."
+#:   (terraform-provider-aws website/docs/r/network_interface.html.markdown);
+#: - aws_network_interface_attachment: "`instance_id` - (Required) Instance ID to attach." / "`network_interface_id`
+#:   - (Required) ENI ID to attach." (website/docs/r/network_interface_attachment.html.markdown);
+#: - aws_instance's ``network_interface`` blocks: "`network_interface_id` - (Required) ID of the network interface to
+#:   attach." (website/docs/r/instance.html.markdown).
+#:
+#: type -> (the attribute naming the interface, the one naming the instance); "" for the resource itself.
+_INTERFACE_LINKS: Mapping[str, tuple[str, str]] = {
+    "aws_network_interface": ("", "attachment"),
+    "aws_network_interface_attachment": ("network_interface_id", "instance_id"),
+}
+_INTERFACES = frozenset({"aws_network_interface"})
+#: Groups and fleets that launch instances from a template of the plan: the template is judged (its findings name
+#: it, the group adds none of its own), with the instance types the group overrides it with, so a template of a
+#: general-purpose type that a group launches as GPU instances is judged as a GPU node. Type -> the attributes that
+#: name the template:
+#:
+#: - aws_autoscaling_group: "`launch_configuration` - (Optional) Name of the launch configuration to use." /
+#:   "`launch_template` - (Optional) Nested argument with Launch template specification to use to launch instances."
+#:   / "`mixed_instances_policy` - (Optional) Configuration block containing settings to define launch targets for
+#:   Auto Scaling groups.", its ``launch_template.override`` blocks' "`instance_type` - (Optional) Override the
+#:   instance type in the Launch Template." (website/docs/r/autoscaling_group.html.markdown);
+#: - aws_ec2_fleet: "`launch_template_config` - (Required) Nested argument containing EC2 Launch Template
+#:   configurations.", its ``override`` blocks' ``instance_type`` (website/docs/r/ec2_fleet.html.markdown);
+#: - aws_spot_fleet_request: "`launch_template_config` - (Optional) Launch template configuration block.", its
+#:   ``overrides`` blocks' "`instance_type` - (Optional) The type of instance to request."
+#:   (website/docs/r/spot_fleet_request.html.markdown);
+#: - alicloud_ess_scaling_group (paraphrase of terraform-provider-alicloud website/docs/r/ess_scaling_group.
+#:   html.markdown): ``launch_template_id``, the ECS launch template its instances are made from, and
+#:   ``launch_template_override`` blocks, each with an ``instance_type`` that extends the template's.
+_LAUNCHERS: Mapping[str, tuple[str, ...]] = {
+    "aws_autoscaling_group": ("launch_template", "mixed_instances_policy", "launch_configuration"),
+    "aws_ec2_fleet": ("launch_template_config",),
+    "aws_spot_fleet_request": ("launch_template_config",),
+    "alicloud_ess_scaling_group": ("launch_template_id",),
+}
+_TEMPLATES = frozenset({"aws_launch_template", "aws_launch_configuration", "alicloud_ecs_launch_template",
+                        "alicloud_launch_template"})
+_OVERRIDES = ("override", "overrides", "launch_template_override")
+#: What each resource type read for the links it makes settles (the second coverage table of RULES.md, derived
+#: from the tables the plan reader follows).
+LINKS: Mapping[str, str] = {
+    **dict.fromkeys(_RULE_RESOURCES, "a rule of a security group of the plan: the group's computed inline rules are "
+                    "read as none, its rules judged on their own"),
+    **dict.fromkeys(_EIP_LINKS, "binds a public address to an instance of the plan, or to an interface attached to "
+                    "one: MF-NET-001 judges the instance, whose finding names the address"),
+    **dict.fromkeys(_ATTACHMENTS, "attaches a volume of the plan to an instance: the volume's findings name it"),
+    **dict.fromkeys(_INTERFACE_LINKS, "attaches a network interface to an instance: an address bound to the "
+                    "interface makes the instance public"),
+    **dict.fromkeys(_LAUNCHERS, "launches instances from a template of the plan: judged on the template, with the "
+                    "instance types it overrides the template's with"),
 }
 #: The attributes by which one resource names the instance (or its port) it is bound to: an unknown one that refers
 #: to a resource of the plan reads as that resource's address (see _EIP_LINKS).
@@ -396,6 +465,42 @@ def _props(rc: _ResourceChange, unknowns: dict[tuple[str, bytes], Any]) -> dict[
     return _overlay(after, unknown) if unknown else after
 
 
+def _override_types(after: Any) -> list[Any]:
+    """The instance types of the ``override`` / ``overrides`` / ``launch_template_override`` blocks anywhere in a
+    group's or fleet's planned attributes (UNKNOWN where one is known only after apply)."""
+    found: list[Any] = []
+    if isinstance(after, dict):
+        for k, v in after.items():
+            if k in _OVERRIDES and isinstance(v, list):
+                found += [t for o in v if isinstance(o, dict) and (t := o.get("instance_type")) not in (None, "")]
+            else:
+                found += _override_types(v)
+    elif isinstance(after, list):
+        for v in after:
+            found += _override_types(v)
+    return found
+
+
+def _launched_as(node: ComputeNode, by: str, types: list[Any]) -> ComputeNode:
+    """A template's node as the group that overrides its instance type launches it: a GPU node when any override is
+    a GPU type, of unknown type when an override is unknown at plan time and none is a GPU type (unless the
+    template's own type is a GPU type already)."""
+    if node.gpu is True:
+        return node
+    platform = node.platform
+    gpu = next((t for t in types if type(t) is str and gpu_type(platform, t) is True), None)
+    why = f"launched by {by} with the instance types {', '.join(str(t) for t in types)} (its overrides)"
+    if gpu is not None:
+        return msgspec.structs.replace(node, instance_type=gpu, gpu=True, notes={**node.notes, "instance_type": why})
+    if any(t is UNKNOWN or gpu_type(platform, t) is UNKNOWN for t in types):
+        return msgspec.structs.replace(node, instance_type=UNKNOWN, gpu=UNKNOWN,
+                                       notes={**node.notes, "instance_type": why})
+    if node.instance_type is None:  # the overrides are all the types it is launched as: none a GPU type
+        return msgspec.structs.replace(node, instance_type=types[0], gpu=False,
+                                       notes={**node.notes, "instance_type": why})
+    return node
+
+
 def read_plan(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: str | Path | None = None) -> PlanReader:
     """A plan decoded and its whole-plan facts read; :meth:`PlanReader.views` builds the views."""
     try:
@@ -455,15 +560,30 @@ class PlanReader:
         #: volume address -> (the instance address it is attached to, what says so)
         self.attached: dict[str, tuple[str, str]] = {}
         links = [rc for rc in resource_changes
-                 if (rc.type in _RULE_RESOURCES or rc.type in _EIP_LINKS or rc.type in _ATTACHMENTS)
+                 if (rc.type in _RULE_RESOURCES or rc.type in _EIP_LINKS or rc.type in _ATTACHMENTS
+                     or rc.type in _INTERFACE_LINKS or rc.type in _LAUNCHERS)
                  and rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]]
-        #: configuration address -> its instances' addresses (the nodes and volumes links may point at)
+        #: configuration address -> its instances' addresses (the nodes, volumes, interfaces and templates links may
+        #: point at)
         self.addresses: dict[str, list[str]] = {}
         self._by_index: dict[str, dict[str, list[str]]] = {}  # the same, by their last index ("[0]", '["a"]')
+        #: interface address -> the instances it is attached to
+        self.interfaces: dict[str, list[str]] = {}
+        #: addresses and associations bound to an instance of the plan: the instance's finding is theirs
+        self.bound_addresses: set[str] = set()
+        #: template address -> (the group / fleet that launches it, the instance types it overrides it with)
+        self.launched: dict[str, tuple[str, list[Any]]] = {}
         if links:
+            for rc in links:
+                if rc.type in _INTERFACES:
+                    self.addresses.setdefault(_base(rc.address), []).append(rc.address)
             for rc, base in zip(self.changes, self.bases, strict=True):
-                if rc.type in _COMPUTE or rc.type in _VOLUMES:
+                if rc.type in _COMPUTE or rc.type in _VOLUMES or rc.type in _TEMPLATES:
                     self.addresses.setdefault(base, []).append(rc.address)
+                cfg = self.config.get(base)
+                if rc.type in _COMPUTE and cfg is not None and cfg.references.get("network_interface"):
+                    for eni in self._linked(rc.address, cfg.references["network_interface"], _INTERFACES):
+                        self.interfaces.setdefault(eni, []).append(rc.address)
         for rc in links:
             cfg = self.config.get(_base(rc.address))
             if cfg is None:
@@ -471,18 +591,42 @@ class PlanReader:
             if rc.type in _RULE_RESOURCES:
                 targets = _resources_of(cfg.references.get("security_group_id", []), self.aliases) or set()
                 self.ruled.update(t for t in targets if t.rsplit(".", 2)[-2] in _GROUPS)
-            elif rc.type in _EIP_LINKS:
-                for attr in _EIP_LINKS[rc.type]:
-                    for inst in self._linked(rc.address, cfg.references.get(attr, []), _COMPUTE):
-                        self.public_via.setdefault(inst, f"{rc.address} binds a public address to it through its "
-                                                         f"{attr}")
-            else:
+            elif rc.type in _INTERFACE_LINKS:
+                eni_attr, inst_attr = _INTERFACE_LINKS[rc.type]
+                enis = self._linked(rc.address, cfg.references.get(eni_attr, []), _INTERFACES) if eni_attr \
+                    else [rc.address]
+                for inst in self._linked(rc.address, cfg.references.get(inst_attr, []), _COMPUTE):
+                    for eni in enis:
+                        self.interfaces.setdefault(eni, []).append(inst)
+            elif rc.type in _ATTACHMENTS:
                 vol_attr, inst_attr = _ATTACHMENTS[rc.type]
                 insts = self._linked(rc.address, cfg.references.get(inst_attr, []), _COMPUTE)
                 where = ", ".join(insts) if insts else self._constant(rc, inst_attr)
                 if where:
                     for vol in self._linked(rc.address, cfg.references.get(vol_attr, []), _VOLUMES):
                         self.attached.setdefault(vol, (where, rc.address))
+        for rc in links:  # after the interfaces: an address bound to one is its instance's
+            cfg = self.config.get(_base(rc.address))
+            if cfg is None:
+                continue
+            if rc.type in _EIP_LINKS:
+                for attr in _EIP_LINKS[rc.type]:
+                    refs = cfg.references.get(attr, [])
+                    insts = self._linked(rc.address, refs, _COMPUTE)
+                    for eni in self._linked(rc.address, refs, _INTERFACES):
+                        insts += [i for i in self.interfaces.get(eni, []) if i not in insts]
+                    for inst in insts:
+                        self.public_via.setdefault(inst, f"{rc.address} binds a public address to it through its "
+                                                         f"{attr}")
+                    if insts:
+                        self.bound_addresses.add(rc.address)
+            if rc.type in _LAUNCHERS:
+                refs = [r for attr in _LAUNCHERS[rc.type] for r in cfg.references.get(attr, [])]
+                assert rc.change is not None
+                overrides = _override_types(_overlay(_decode_after(rc.change.after),
+                                                     _JSON.decode(rc.change.after_unknown)))
+                for template in self._linked(rc.address, refs, _TEMPLATES):
+                    self.launched.setdefault(template, (rc.address, overrides))
         #: per configuration block of a group / rule: what its unknown attributes resolve to (see _resolved)
         self.resolved: dict[str, dict[str, Any]] = {}
 
@@ -538,11 +682,17 @@ class PlanReader:
 
     def _bound(self, rc: _ResourceChange, built: list[Resource]) -> list[Resource]:
         """The views of one change with what the plan's other resources bind to it: the node an EIP association
-        makes public, the standalone volume an attachment puts on an instance (named in its encryption note)."""
+        makes public, the standalone volume an attachment puts on an instance (named in its encryption note), the
+        template a group launches with other instance types. An address bound to an instance of the plan has no
+        view of its own: the instance's MF-NET-001 finding names it (one finding per instance, judged with its
+        type as an inline public IP is)."""
         public = self.public_via.get(rc.address)
         attached = self.attached.get(rc.address)
+        launched = self.launched.get(rc.address)
         out: list[Resource] = []
         for r in built:
+            if isinstance(r, Address) and rc.address in self.bound_addresses:
+                continue
             if public is not None and isinstance(r, ComputeNode) and r.name == rc.address and r.public_ip is not True:
                 r = msgspec.structs.replace(r, public_ip=True, notes={**r.notes, "public_ip": public})
             elif attached is not None and isinstance(r, Volume) and r.name == rc.address:
@@ -551,6 +701,8 @@ class PlanReader:
                 why = f"attached to {inst} by {by}"
                 r = msgspec.structs.replace(r, attached_to=inst, notes={
                     **r.notes, "encrypted": f"{prior}; {why}" if prior else why})
+            elif launched is not None and isinstance(r, ComputeNode) and r.name == rc.address and launched[1]:
+                r = _launched_as(r, *launched)
             out.append(r)
         return out
 
@@ -605,7 +757,8 @@ class PlanReader:
         lo, hi = len(self.changes) * index // parts, len(self.changes) * (index + 1) // parts
         file, blocks, config, links, counts = self.file, self.blocks, self.config, self.links, self.counts
         public_via, attached = self.public_via, self.attached
-        bound = bool(public_via or attached)
+        launched, bound_addresses = self.launched, self.bound_addresses
+        bound = bool(public_via or attached or launched or bound_addresses)
         out: list[Resource] = []
         for rc, base in zip(self.changes[lo:hi], self.bases[lo:hi], strict=True):  # one at a time: only views stay
             props = _props(rc, self.unknowns)
@@ -634,7 +787,8 @@ class PlanReader:
                 subnet = link[1]
             built = native_resources(rc.type, props, rc.address, loc, "terraform", self.assume, subnet,
                                      counts.get(base, 1))
-            if bound and (rc.address in public_via or rc.address in attached):
+            if bound and (rc.address in public_via or rc.address in attached or rc.address in launched
+                          or rc.address in bound_addresses):
                 built = self._bound(rc, built)
             out.extend(built)
         return out

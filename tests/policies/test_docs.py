@@ -38,3 +38,16 @@ def test_the_ci_example_runs_both_front_ends_and_its_config_loads() -> None:
         assert f"--format {fmt}" in workflow
     config = load_config(root / "examples" / "ci" / "policy.yaml")
     assert config.rules["MF-ENC-002"]["enforcement"] == "advisory"
+
+
+def test_every_type_the_adapters_read_is_in_the_coverage_table() -> None:
+    """The coverage table is derived from the adapters' registries: every type with a reader gives some rule
+    something to judge, and every type read for its links is listed with what it settles."""
+    from metalfleet.policies.adapters.native import READERS
+    from metalfleet.policies.adapters.terraform import LINKS
+    from metalfleet.policies.docs import coverage
+
+    listed = {t for clouds in coverage().values() for types in clouds.values() for t in types}
+    assert set(READERS) - listed == set()
+    text = RULES_MD.read_text(encoding="utf-8")
+    assert [t for t in LINKS if f"| `{t}` |" not in text] == []

@@ -247,7 +247,7 @@ def test_plan_references_resolve_an_eip_and_a_subnet(tmp_path: Path) -> None:
     found = {(f.resource_name, f.message) for f in check_paths([plan]).findings if f.rule.id == "MF-NET-001"}
     assert ("aws_instance.gpu", "aws_instance.gpu gets a public address (associate_public_ip_address unset: the "
             "subnet's map_public_ip_on_launch is true)") in found
-    assert any(name == "aws_eip.ip" and "bound to aws_instance.gpu" in m for name, m in found), found
+    assert not any(name == "aws_eip.ip" for name, _ in found), found  # one finding per instance
 
 
 @pytest.mark.parametrize(("tf_type", "lone"), [("aws_instance", _with(P5, placementGroup=None)),
