@@ -1,0 +1,33 @@
+provider "aws" {
+  region = "us-east-1"
+}
+
+resource "aws_instance" "positive2_1" {
+  ami           = "ami-12345678"
+  instance_type = "t2.micro"
+
+  metadata_options {
+    http_endpoint = "enabled"
+    http_tokens   = "optional"
+  }
+}
+
+resource "aws_launch_configuration" "positive2_2" {
+  image_id      = "ami-12345678"
+  instance_type = "t2.micro"
+
+  metadata_options {
+    http_endpoint = "enabled"
+    http_tokens   = "optional"
+  }
+}
+
+resource "aws_launch_template" "positive2_3" {
+  image_id      = "ami-12345678"
+  instance_type = "t2.micro"
+
+  metadata_options {
+    http_endpoint = "enabled"
+    http_tokens   = "optional"
+  }
+}
