@@ -82,6 +82,19 @@ def coverage() -> Mapping[str, Mapping[str, tuple[str, ...]]]:
     return {rule: {cloud: tuple(sorted(types)) for cloud, types in clouds.items()} for rule, clouds in found.items()}
 
 
+def _driver_fact_rows() -> list[str]:
+    """What each registered provider's driver guarantees for the rules (its record's ``policy_facts``)."""
+    from metalfleet.providers.registry import provider_records
+
+    rows = []
+    for record in provider_records():
+        facts = record.policy_facts
+        for key, g in (("http_tokens", facts and facts.metadata_tokens), ("volume_tags", facts and facts.volume_tags)):
+            if g:
+                rows.append(f"| `metalfleet.{record.name}.{key}` | {_cell(g.meaning)} | {_cell(g.source)} |")
+    return rows
+
+
 def _coverage_md() -> list[str]:
     table = coverage()
     out = [
@@ -151,6 +164,7 @@ def render_rules_md() -> str:
         "|---|---|---|",
     ]
     out += [f"| `{d.key}` | {_cell(d.meaning)} | {_cell(d.source)} |" for d in DEFAULTS.values()]
+    out += _driver_fact_rows()
     out += [
         "",
         "## Settings and suppressions",

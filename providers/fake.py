@@ -29,7 +29,7 @@ from .errors import (
     RateLimitedError,
 )
 from .models import BillingModel, Node, NodeSpec, NodeState, Offering
-from .record import ProviderRecord
+from .record import DriverFacts, ProviderRecord
 from .tags import TAG_CLUSTER
 
 __all__ = ["PROVIDER", "FakeDriver"]
@@ -221,4 +221,4 @@ class FakeDriver:
 
 #: The fake platform as the registry, the spec and the catalogue see it: it sells every billing model.
 PROVIDER = ProviderRecord(name="fake", driver=FakeDriver, catalogue="metalfleet.providers:data/catalog.json",
-                          default_image="img-fake")
+                          default_image="img-fake", policy_facts=DriverFacts())

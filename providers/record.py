@@ -19,8 +19,8 @@ from .models import BillingModel
 if TYPE_CHECKING:
     from .spec import ClusterSpec
 
-__all__ = ["ContractSetup", "PriceFetch", "PriceSource", "Problem", "ProviderRecord", "TagRules", "Target",
-           "load_target"]
+__all__ = ["ContractSetup", "DriverFacts", "Guarantee", "PriceFetch", "PriceSource", "Problem", "ProviderRecord",
+           "TagRules", "Target", "load_target"]
 
 #: ``"module:attr"`` (imported when first used) or the object itself.
 Target = str | Callable[..., Any]
@@ -57,6 +57,31 @@ class ContractSetup:
     spec: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class Guarantee:
+    """Something the driver always does that the spec does not say, with where it does it: a policy finding about
+    a spec cites both (``absent: <meaning> [<source>]``)."""
+
+    value: Any
+    meaning: str
+    source: str
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    """What the policy rules may take for granted about a platform's nodes (metalfleet.policies reads it).
+
+    ``metadata_tokens``: the nodes' metadata service requires session tokens (IMDSv2-style), value True; None: the
+    nodes have no metadata service. ``volume_tags``: value ``"node"`` when the node's volumes carry its tags,
+    ``"unknown"`` when the platform does not say; None: volumes are not resources of their own. ``own_network``:
+    the nodes are the owner's hosts on the owner's network, so no public address or placement group is judged.
+    A record without facts leaves all of this unknown to the rules, never assumed compliant."""
+
+    metadata_tokens: Guarantee | None = None
+    volume_tags: Guarantee | None = None
+    own_network: bool = False
+
+
 def load_target(target: Target) -> Any:
     """The object ``target`` names (``"module:attr"`` is imported now), or ``target`` itself."""
     if not isinstance(target, str):
@@ -77,8 +102,9 @@ class ProviderRecord:
     JSON shipped as a package resource, ``"package:path"``, merged into the offering catalogue. ``contract``:
     the contract suite's hook, ``(tmp_dir, *, throttle, capacity, seed) -> ContractSetup``: a driver whose state
     lives under ``tmp_dir``, with those faults on (a ``throttle`` fraction of calls rate-limited, at most
-    ``capacity`` live nodes). ``default_image``: the image a spec the planner writes uses when the requirements
-    name none (None: the user must name one).
+    ``capacity`` live nodes). ``policy_facts``: what the policy rules may take for granted about its nodes
+    (:class:`DriverFacts`; None: nothing, every such value is unknown). ``default_image``: the image a spec the
+    planner writes uses when the requirements name none (None: the user must name one).
     """
 
     name: str
@@ -91,6 +117,7 @@ class ProviderRecord:
     price_source: Target | None = None
     catalogue: str | None = None
     contract: Target | None = None
+    policy_facts: DriverFacts | None = None
     default_image: str | None = None
 
     def factory(self) -> Callable[..., Any]:

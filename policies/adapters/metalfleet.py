@@ -1,8 +1,9 @@
 """metalfleet's own resources: a cluster spec (cluster.yaml) and the Pulumi dynamic resources built from it.
 
 What a driver does beyond the spec (metalfleet's AWS driver always requires IMDSv2 tokens and copies the
-node's tags to its volumes) is stated in :data:`DRIVER_FACTS`, with the code it comes from. A provider
-whose driver does not exist yet states nothing: those values are UNKNOWN, never assumed compliant.
+node's tags to its volumes) is stated in its provider record (``ProviderRecord.policy_facts``), with the code it
+comes from. A provider that is not registered, or whose record states nothing, leaves those values UNKNOWN, never
+assumed compliant.
 """
 
 from __future__ import annotations
@@ -10,36 +11,40 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from metalfleet.providers.record import Guarantee
+
 from ..defaults import note
 from ..model import UNKNOWN, ComputeNode, Location, Maybe, Reservation, Resource, SecurityRule, Storage, Volume
 
-__all__ = ["DRIVER_FACTS", "cluster_resources", "network_resources", "node_resources"]
-
-#: provider -> what its driver guarantees: instance metadata tokens (None: no metadata service) and whether
-#: volumes carry the node's tags (None: volumes are not separate tagged resources).
-DRIVER_FACTS: Mapping[str, Mapping[str, Any]] = {
-    "aws": {"imds_tokens": True, "imds_note": note("metalfleet.aws.http_tokens"), "volume_tags": "node",
-            "volume_tags_note": note("metalfleet.aws.volume_tags")},
-    "huawei": {"imds_tokens": True, "imds_note": note("metalfleet.huawei.http_tokens"), "volume_tags": UNKNOWN,
-               "volume_tags_note": note("metalfleet.huawei.volume_tags")},
-    "alibaba": {"imds_tokens": True, "imds_note": note("metalfleet.alibaba.http_tokens"), "volume_tags": "node",
-                "volume_tags_note": note("metalfleet.alibaba.volume_tags")},
-    "fake": {"imds_tokens": None, "volume_tags": None},
-    "ipmi": {"imds_tokens": None, "volume_tags": None},
-}
+__all__ = ["cluster_resources", "driver_facts", "network_resources", "node_resources"]
 
 Where = Callable[..., Location]
 
 
-def _facts(provider: str) -> Mapping[str, Any]:
-    return DRIVER_FACTS.get(provider, {"imds_tokens": UNKNOWN, "imds_note": note("metalfleet.driver.unknown"),
-                                       "volume_tags": UNKNOWN, "volume_tags_note": note("metalfleet.driver.unknown")})
+def _guarantee_note(g: Guarantee) -> str:
+    return f"absent: {g.meaning} [{g.source}]"
+
+
+def driver_facts(provider: str) -> dict[str, Any]:
+    """What ``provider``'s record says its driver guarantees: ``imds_tokens`` (True, or None: no metadata service),
+    ``volume_tags`` (``"node"``, UNKNOWN, or None: no separate volumes), ``own_network``, and a note for each; all
+    UNKNOWN for a provider that is not registered or states nothing."""
+    from metalfleet.providers.registry import available_drivers, provider_record
+
+    facts = provider_record(provider).policy_facts if provider in available_drivers() else None
+    if facts is None:
+        return {"imds_tokens": UNKNOWN, "imds_note": note("metalfleet.driver.unknown"), "volume_tags": UNKNOWN,
+                "volume_tags_note": note("metalfleet.driver.unknown"), "own_network": False}
+    tokens, tags = facts.metadata_tokens, facts.volume_tags
+    return {"imds_tokens": tokens.value if tokens else None, "imds_note": _guarantee_note(tokens) if tokens else "",
+            "volume_tags": (UNKNOWN if tags.value == "unknown" else tags.value) if tags else None,
+            "volume_tags_note": _guarantee_note(tags) if tags else "", "own_network": facts.own_network}
 
 
 def _volume(name: str, role: str, v: Mapping[str, Any], default_key: Any, provider: str, base: dict[str, Any],
             where: Location, tags_where: Location, enc_where: Location | None = None) -> Volume:
     key = v.get("kms_key_id") or default_key
-    facts = _facts(provider)
+    facts = driver_facts(provider)
     notes: dict[str, str] = {}
     if not key:
         notes["kms_key"] = note("metalfleet.storage.kms_key_id")
@@ -70,7 +75,7 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
     storage = spec.get("storage") or {}
     ssh = spec.get("ssh") or {}
     out: list[Resource] = []
-    facts = _facts(provider)
+    facts = driver_facts(provider)
     if "node" in parts:
         placement = spec.get("placement") or {}
         strategy = placement.get("strategy") or "cluster"
@@ -82,9 +87,9 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
         out.append(ComputeNode(
             **{**base, "notes": {k: v for k, v in notes.items() if v}},
             instance_type=spec.get("offering") or "(by requirements)", gpu=True, count=int(spec.get("count") or 1),
-            public_ip=None if provider == "ipmi" else bool(net.get("public_ip")),
+            public_ip=None if facts["own_network"] else bool(net.get("public_ip")),
             metadata_tokens_required=facts["imds_tokens"], tags=dict(spec.get("tags") or {}),
-            placement_group=None if provider == "ipmi" else group,
+            placement_group=None if facts["own_network"] else group,
             capacity_reservation=(spec.get("capacity") or {}).get("reservation_id"),
             locations={"public_ip": where("network", "public_ip"), "tags": where("tags"),
                        "placement_group": where("placement"), "metadata_tokens_required": where("provider")}))
@@ -132,7 +137,7 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
 def node_resources(provider: str, spec: Mapping[str, Any], name: str, location: Location, source: str,
                    type_name: str) -> list[Resource]:
     """A GpuNode's view: its node spec as stored (``metalfleet.providers.models.node_spec_to_dict``)."""
-    facts = _facts(provider)
+    facts = driver_facts(provider)
     tags = {k: v for k, v in (spec.get("tags") or {}).items()}
     base: dict[str, Any] = {"name": name, "platform": provider, "source": source, "type": type_name,
                             "location": location}
@@ -140,9 +145,9 @@ def node_resources(provider: str, spec: Mapping[str, Any], name: str, location: 
     group: Maybe[str] = str(spec.get("placement_group") or "") if strategy == "cluster" else ""
     node = ComputeNode(**{**base, "notes": {"metadata_tokens_required": str(facts.get("imds_note") or "")}},
                        instance_type=spec.get("offering"), gpu=True, count=1,
-                       public_ip=None if provider == "ipmi" else bool(spec.get("public_ip")),
+                       public_ip=None if facts["own_network"] else bool(spec.get("public_ip")),
                        metadata_tokens_required=facts["imds_tokens"], tags=tags,
-                       placement_group=None if provider == "ipmi" else group,
+                       placement_group=None if facts["own_network"] else group,
                        capacity_reservation=spec.get("capacity_reservation_id"))
     out: list[Resource] = [node]
     vols = [("root", spec.get("root_volume") or {"size_gib": 200}),

@@ -23,7 +23,7 @@ the AWS driver's anatomy (``providers/README.md``); what it sends is held to the
 
 from __future__ import annotations
 
-from ..record import ProviderRecord
+from ..record import DriverFacts, Guarantee, ProviderRecord
 from .driver import ENDPOINT_ENV, AlibabaDriver
 from .errors import boundary, translate_error
 from .observe import STATE_TABLE
@@ -36,4 +36,10 @@ __all__ = ["ENDPOINT_ENV", "MAX_TAGS", "PROVIDER", "STATE_TABLE", "AlibabaDriver
 PROVIDER = ProviderRecord(
     name="alibaba", driver=AlibabaDriver, extra="alibaba", billing=BILLING,
     price_source="metalfleet.providers.alibaba.pricing:PRICE_SOURCE",
-    catalogue="metalfleet.providers:data/catalog.json")
+    catalogue="metalfleet.providers:data/catalog.json",
+    policy_facts=DriverFacts(
+        metadata_tokens=Guarantee(True, "metalfleet's Alibaba driver launches every node with HttpTokens=required",
+                                  "metalfleet providers/alibaba/request.py run_instances_request"),
+        volume_tags=Guarantee("node", "metalfleet's Alibaba driver tags the instance with RunInstances Tag.N, which "
+                              "ECS puts on its disks too",
+                              "metalfleet providers/alibaba/request.py run_instances_request")))

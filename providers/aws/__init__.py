@@ -26,7 +26,7 @@ returns the instance the first attempt bought. What it sends is listed, cited, i
 
 from __future__ import annotations
 
-from ..record import ProviderRecord
+from ..record import DriverFacts, Guarantee, ProviderRecord
 from .driver import AwsDriver
 from .errors import boundary, translate_client_error
 from .observe import STATE_TABLE
@@ -41,4 +41,9 @@ PROVIDER = ProviderRecord(
     spec_rules="metalfleet.providers.aws.validation:spec_problems", tag_rules=tag_problems,
     price_source="metalfleet.providers.aws.pricing:PRICE_SOURCE", catalogue="metalfleet.providers:data/catalog.json",
     # the Deep Learning Base AMI, resolved through SSM at launch
+    policy_facts=DriverFacts(
+        metadata_tokens=Guarantee(True, "metalfleet's AWS driver launches every node with MetadataOptions "
+                                  "HttpTokens=required", "metalfleet providers/aws/request.py run_instances_request"),
+        volume_tags=Guarantee("node", "metalfleet's AWS driver tags the instance, its volumes and interfaces alike "
+                              "(TagSpecifications)", "metalfleet providers/aws/request.py run_instances_request")),
     default_image="resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id")

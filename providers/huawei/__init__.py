@@ -26,7 +26,7 @@ releasing one unsubscribes it through BSS, and only when the caller opts in.
 
 from __future__ import annotations
 
-from ..record import ProviderRecord
+from ..record import DriverFacts, Guarantee, ProviderRecord
 from .driver import HuaweiDriver
 from .errors import boundary, translate
 from .observe import STATE_TABLE
@@ -41,4 +41,10 @@ PROVIDER = ProviderRecord(
     name="huawei", driver=HuaweiDriver, extra="huawei", billing=tuple(sorted(SOLD_BILLING)),
     billing_refusal=billing_problem, tag_rules=spec_tag_problems,
     price_source="metalfleet.providers.huawei.pricing:PRICE_SOURCE",
-    catalogue="metalfleet.providers:data/catalog.json")
+    catalogue="metalfleet.providers:data/catalog.json",
+    policy_facts=DriverFacts(
+        metadata_tokens=Guarantee(True, "metalfleet's Huawei driver creates every BMS with metadata_options "
+                                  "http_tokens=required", "metalfleet providers/huawei/request.py create_request"),
+        volume_tags=Guarantee("unknown", "metalfleet's Huawei driver tags the server (server_tags); BMS gives the EVS "
+                              "volumes it creates with the server no tags of their own",
+                              "metalfleet providers/huawei/request.py create_request")))

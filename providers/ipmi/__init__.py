@@ -21,7 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..models import BillingModel
-from ..record import ProviderRecord
+from ..record import DriverFacts, ProviderRecord
 
 if TYPE_CHECKING:
     from .driver import IpmiDriver
@@ -43,7 +43,9 @@ __all__ = ["PROVIDER", "ClaimStore", "FileClaimStore", "IpmiDriver", "boundary",
 
 #: The platform as the registry, the spec and the catalogue see it: a pool is claimed, never bought for a term.
 PROVIDER = ProviderRecord(name="ipmi", driver="metalfleet.providers.ipmi.driver:IpmiDriver", extra="ipmi",
-                          billing=(BillingModel.ON_DEMAND,), catalogue="metalfleet.providers:data/catalog.json")
+                          billing=(BillingModel.ON_DEMAND,), catalogue="metalfleet.providers:data/catalog.json",
+                          # the pool's own hosts: no metadata service, no volumes of their own, the owner's network
+                          policy_facts=DriverFacts(own_network=True))
 
 
 def __getattr__(name: str) -> Any:

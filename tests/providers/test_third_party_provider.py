@@ -76,6 +76,19 @@ def test_validate_applies_its_record_rules(site: Path, tmp_path: Path) -> None:
     assert re.search(r"available: .*tinycloud", unknown.stderr), unknown.stderr
 
 
+def test_the_policy_rules_take_what_its_record_guarantees(site: Path, tmp_path: Path) -> None:
+    """MF-NET-005 (metadata tokens) passes on tinycloud's stated guarantee (its record's policy_facts); without the
+    package the same spec names an unknown provider and is refused as unreadable input."""
+    spec = _spec(tmp_path, tags={"owner": "ml", "cost-center": "1", "project": "p", "environment": "dev",
+                                 "data-classification": "internal"})
+    ran = _run([*CLI, "policy", "check", spec, "--format", "json"], site, tmp_path)
+    assert ran.returncode in (0, 1), ran.stderr
+    findings = json.loads(ran.stdout)["findings"]
+    assert not [f for f in findings if f["rule"] == "MF-NET-005"], findings
+    alone = _run([*CLI, "policy", "check", spec, "--format", "json"], None, tmp_path)
+    assert alone.returncode == 2 and "provider: unknown provider 'tinycloud'" in alone.stderr, alone.stderr
+
+
 def test_order_then_release(site: Path, tmp_path: Path) -> None:
     spec, state = _spec(tmp_path), f"state_path={tmp_path / 'tinycloud.json'}"
     ordered = _run([*CLI, "order", spec, "--driver-config", state, "--json"], site, tmp_path)

@@ -30,7 +30,7 @@ from metalfleet.providers import (
 )
 from metalfleet.providers.catalog import load_catalog
 from metalfleet.providers.contract import OrderProgress
-from metalfleet.providers.record import ContractSetup, Problem, ProviderRecord
+from metalfleet.providers.record import ContractSetup, DriverFacts, Guarantee, Problem, ProviderRecord
 
 __all__ = ["PROVIDER", "TinyDriver"]
 
@@ -182,4 +182,7 @@ def contract_setup(tmp: Path, *, throttle: float, capacity: int | None, seed: in
 
 #: tinycloud as metalfleet sees it (registered in this package's pyproject.toml, group ``metalfleet.providers``).
 PROVIDER = ProviderRecord(name=NAME, driver=TinyDriver, billing=(BillingModel.ON_DEMAND,), spec_rules=spec_problems,
-                          tag_rules=tag_problems, catalogue="tinycloud:catalog.json", contract=contract_setup)
+                          tag_rules=tag_problems, catalogue="tinycloud:catalog.json", contract=contract_setup,
+                          policy_facts=DriverFacts(metadata_tokens=Guarantee(
+                              True, "tinycloud nodes answer metadata only with a session token",
+                              "tinycloud TinyDriver.order")))
