@@ -168,6 +168,9 @@ class SecurityRule(Resource, frozen=True, kw_only=True, gc=False):
     action: Literal["allow", "deny"] = "allow"
     #: The SSH port of the nodes behind it (22 unless the spec says otherwise).
     ssh_port: int = 22
+    #: The load balancers its group is attached to when it is attached to nothing else (no instance, template or
+    #: node): world ingress there is a public endpoint's, so the rule about nodes' exposure does not judge it.
+    load_balancer: str | None = None
 
 
 class Address(Resource, frozen=True, kw_only=True, gc=False):

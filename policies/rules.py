@@ -401,8 +401,8 @@ def _world_ssh(r: SecurityRule, ctx: RuleContext) -> Iterator[Violation]:
                   "mlps": ("8.1.3.2 Access control (访问控制)", "8.1.3.1 Boundary protection (边界防护)")},
       params={"allowed_ports": Param("array", [], "ports that may be open to the world")})
 def _world_ingress(r: SecurityRule, ctx: RuleContext) -> Iterator[Violation]:
-    if r.direction != "ingress" or r.action != "allow":
-        return
+    if r.direction != "ingress" or r.action != "allow" or r.load_balancer is not None:
+        return  # a load balancer's own group is the remediation's public endpoint, not a node's exposure
     world = _world_sources(r)
     if world is None:
         yield _unknown("the source of ingress rule", r, "sources")

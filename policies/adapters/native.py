@@ -505,6 +505,14 @@ def _ali_instance(p: dict[str, Any], c: Ctx) -> list[Resource]:
 _ALI_FLAT_SYSTEM_DISK = ("system_disk_category", "system_disk_size", "system_disk_name", "system_disk_description")
 
 
+#: Why a launch template's instances and disks are judged by its ``tags``, not ``template_tags``: "tags - (Optional) A
+#: mapping of tags to assign to instance, block storage, and elastic network." / "template_tags - (Optional) A
+#: mapping of tags to assign to the launch template." (terraform-provider-alicloud website/docs/r/
+#: ecs_launch_template.html.markdown, the same in launch_template.html.markdown), as aws_launch_template's
+#: tag_specifications are its instances' and volumes' tags.
+_ALI_LT_TAGS = "instance and disk tags from tags (template_tags are the template's own)"
+
+
 def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
     """alicloud_ecs_launch_template, and alicloud_launch_template: the alicloud provider's older name for it,
     "DEPRECATED: This resource has been deprecated from version `1.120.0`. Please use new resource
@@ -514,8 +522,10 @@ def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
     itype = maybe_str(p.get("instance_type"))
     imds, imds_note = _imds(p.get("http_tokens"), "alicloud_ecs_launch_template.http_tokens", False)
     bw = maybe_int(p.get("internet_max_bandwidth_out"))
-    out: list[Resource] = [ComputeNode(**c.base("alibaba", metadata_tokens_required=imds_note), instance_type=itype,
-                                       gpu=gpu_type("alibaba", itype), metadata_tokens_required=imds,
+    tags = tags_of(p, "tags")
+    out: list[Resource] = [ComputeNode(**c.base("alibaba", metadata_tokens_required=imds_note, tags=_ALI_LT_TAGS),
+                                       instance_type=itype, gpu=gpu_type("alibaba", itype),
+                                       metadata_tokens_required=imds, tags=tags,
                                        public_ip=None if bw is None else (UNKNOWN if bw is UNKNOWN else bw > 0))]
     system = block(p, "system_disk")
     if system is None and any(p.get(k) not in (None, "", UNKNOWN) for k in _ALI_FLAT_SYSTEM_DISK):
@@ -530,8 +540,8 @@ def _ali_launch_template(p: dict[str, Any], c: Ctx) -> list[Resource]:
         enc, why = _enc(d.get("encrypted"), "alicloud_ecs_launch_template.system_disk.encrypted" if i == 0 else
                         "alicloud_ecs_launch_template.data_disks.encrypted", False)
         out.append(Volume(**c.base("alibaba", f"{c.name} {'system disk' if i == 0 else f'data disk {i - 1}'}",
-                                   encrypted=why), role="launch-template", encrypted=enc,
-                          kms_key=maybe_str(d.get("kms_key_id"))))
+                                   encrypted=why, tags=_ALI_LT_TAGS), role="launch-template", encrypted=enc,
+                          kms_key=maybe_str(d.get("kms_key_id")), tags=tags))
     return out
 
 
@@ -604,7 +614,20 @@ def _ali_sg_rule(p: dict[str, Any], c: Ctx) -> list[Resource]:
                          action="deny" if policy == "drop" else "allow")]
 
 
+#: alicloud_eip_association's instance_type values that are no instance: "instance_type - (Optional, ForceNew) The
+#: type of cloud product that the EIP instance to bind. Valid values: EcsInstance, SlbInstance, Nat,
+#: NetworkInterface, HaVip and IpAddress." (terraform-provider-alicloud website/docs/r/eip_association.html.markdown).
+#: A NetworkInterface may be an instance's: it stays judged.
+_ALI_NOT_NODES = {"slbinstance": "a load balancer", "nat": "a NAT gateway", "havip": "a high-availability virtual IP",
+                  "ipaddress": "an IP address"}
+
+
 def _ali_eip_association(p: dict[str, Any], c: Ctx) -> list[Resource]:
+    kind = p.get("instance_type")
+    other = _ALI_NOT_NODES.get(kind.lower()) if type(kind) is str else None
+    if other is not None:
+        return [Address(**c.base("alibaba", attached_to=f"instance_type = {kind}: bound to {other}, not a node"),
+                        attached_to=None)]
     return [Address(**c.base("alibaba"), attached_to=_attached(p.get("instance_id")))]
 
 
@@ -781,7 +804,7 @@ _AWS_INSTANCE = ("instance_type", "metadata_options", "associate_public_ip_addre
                  "capacity_reservation_specification", "tags", "tags_all", "placement_group", "root_block_device",
                  "launch_template", "ebs_block_device", "volume_tags", "ebs_block_devices", "network_interfaces")
 _ALI_LT = ("instance_type", "http_tokens", "internet_max_bandwidth_out", "system_disk", *_ALI_FLAT_SYSTEM_DISK,
-           "data_disks")
+           "data_disks", "tags")
 _ALI_EIP = ("instance_id", "instance", "network_interface_id")
 _HW_PUBLIC = ("eip_id", "iptype", "eip_type", "bandwidth_size", "bandwidth")
 _HW_EIP_ASSOCIATE = ("instance_id", "port_id", "fixed_ip")
@@ -832,7 +855,7 @@ READERS: Mapping[str, Reader] = {
     "alicloud_disk": Reader(_ali_disk, ("encrypted", "kms_key_id", "tags")),
     "alicloud_security_group_rule": Reader(_ali_sg_rule, ("type", "ip_protocol", "port_range", "cidr_ip",
                                                           "ipv6_cidr_ip", "policy")),
-    "alicloud_eip_association": Reader(_ali_eip_association, ("instance_id", "instance")),
+    "alicloud_eip_association": Reader(_ali_eip_association, ("instance_id", "instance", "instance_type")),
     "alicloud_eip_address": Reader(_unattached("alibaba"), _ALI_EIP),
     "alicloud_eip": Reader(_unattached("alibaba"), _ALI_EIP),
     "huaweicloud_bms_instance": Reader(_hw_bms, ("flavor_id", *_HW_PUBLIC, "tags", "system_disk_type", "data_disks")),

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from ..config import Suppression
-from ..model import UNKNOWN, Address, ComputeNode, Location, Maybe, Resource, Volume
+from ..model import UNKNOWN, Address, ComputeNode, Location, Maybe, Resource, SecurityRule, Volume
 from ..yamlpos import suppression_comments
 from .common import Assumptions, ShapeError, gpu_type, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
@@ -238,7 +238,43 @@ _HW_RULE_REMOTES = {"remote_group_id": "huaweicloud_networking_secgroup",
                     "remote_address_group_id": "huaweicloud_vpc_address_group"}
 
 
-_RESOLVED = frozenset({"aws_security_group", "huaweicloud_networking_secgroup_rule", "aws_ebs_volume"})
+_RESOLVED = frozenset({"aws_security_group", "huaweicloud_networking_secgroup_rule", "aws_ebs_volume", "aws_eip"})
+
+#: Where each rule type names its source CIDRs (aws_security_group's inline ``ingress`` blocks: cidr_blocks,
+#: ipv6_cidr_blocks). A source that refers to attributes of resources of the plan takes their values (see
+#: ``PlanReader._sources``).
+_SOURCE_ATTRS: Mapping[str, tuple[str, ...]] = {
+    "aws_security_group_rule": ("cidr_blocks", "ipv6_cidr_blocks"),
+    "aws_vpc_security_group_ingress_rule": ("cidr_ipv4", "cidr_ipv6"),
+    "alicloud_security_group_rule": ("cidr_ip", "ipv6_cidr_ip"),
+    "huaweicloud_networking_secgroup_rule": ("remote_ip_prefix",),
+}
+_INLINE_SOURCES = ("cidr_blocks", "ipv6_cidr_blocks")
+#: The address ranges of networks: a source that is one is never the whole internet even while its value is known
+#: only after apply (an IPv6 range the cloud assigns). A VPC's IPv4 block is "between a /16 netmask (65,536 IP
+#: addresses) and /28 netmask (16 IP addresses)" and its IPv6 block a /56 or an IPAM pool's /44-/60 (Amazon VPC User
+#: Guide, VPC CIDR blocks; paraphrase for IPv6), a subnet's a part of it; an Alibaba VPC's and vSwitch's block has a
+#: mask of 8 to 28 bits and an IPv6 vSwitch a /64 (paraphrase of the VPC documentation, help.aliyun.com/zh/vpc);
+#: a Huawei VPC's and subnet's cidr is within 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 (paraphrase of
+#: terraform-provider-huaweicloud docs/resources/vpc.md and vpc_subnet.md) and an IPv6 subnet a /64.
+_RANGES: Mapping[str, frozenset[str]] = {
+    **dict.fromkeys(("aws_vpc", "aws_default_vpc", "aws_subnet", "aws_default_subnet", "alicloud_vpc",
+                     "alicloud_vswitch"), frozenset({"cidr_block", "ipv6_cidr_block"})),
+    "aws_vpc_ipv4_cidr_block_association": frozenset({"cidr_block"}),
+    "huaweicloud_vpc": frozenset({"cidr"}),
+    "huaweicloud_vpc_subnet": frozenset({"cidr", "ipv6_cidr"}),
+}
+
+#: Load balancers that take security groups, and the attribute naming them: aws_elb "`security_groups` - (Optional)
+#: A list of security group IDs to assign to the ELB." (terraform-provider-aws website/docs/r/elb.html.markdown);
+#: aws_lb / aws_alb "`security_groups` - (Optional) List of security group IDs to assign to the LB." (website/docs/r/
+#: lb.html.markdown); alicloud_nlb_load_balancer's ``security_group_ids`` and huaweicloud_lb_loadbalancer's
+#: ``security_group_ids``, the groups of the load balancer's port (paraphrase of terraform-provider-alicloud
+#: website/docs/r/nlb_load_balancer.html.markdown and terraform-provider-huaweicloud docs/resources/
+#: lb_loadbalancer.md). Alibaba's classic SLB and Huawei's dedicated ELB take no groups.
+_LOAD_BALANCERS: Mapping[str, str] = {"aws_elb": "security_groups", "aws_lb": "security_groups",
+                                      "aws_alb": "security_groups", "alicloud_nlb_load_balancer": "security_group_ids",
+                                      "huaweicloud_lb_loadbalancer": "security_group_ids"}
 
 #: The instance types an address or a volume binds to (each is read as a ComputeNode with its disks).
 _COMPUTE = frozenset({"aws_instance", "aws_spot_instance_request", "alicloud_instance", "huaweicloud_compute_instance",
@@ -273,6 +309,20 @@ _EIP_LINKS: Mapping[str, tuple[str, ...]] = {
     "huaweicloud_vpc_eip_associate": ("port_id", "fixed_ip"),
     "huaweicloud_networking_eip_associate": ("port_id",),
     "huaweicloud_compute_eip_associate": ("instance_id",),
+}
+#: What an address can be bound to that is no node, so an association to one of this plan makes no node public
+#: and the address is bound to no node (MF-NET-001 judges nodes): "instance_id - (Required, ForceNew) The ID of the
+#: ECS or SLB instance or Nat Gateway or NetworkInterface or HaVip." (alicloud_eip_association, above); a Huawei EIP
+#: associated with a load balancer's port (``huaweicloud_elb_loadbalancer.x.ipv4_port_id``, paraphrase of
+#: terraform-provider-huaweicloud docs/resources/vpc_eip_associate.md's port_id). An AWS NAT gateway takes its EIP
+#: by ``aws_nat_gateway.allocation_id`` (no association): that aws_eip names no instance (see ``_resolved``). A
+#: network interface is not here: one attached to no instance of the plan may be attached to one outside it.
+_NOT_NODES: Mapping[str, str] = {
+    **dict.fromkeys(("alicloud_nat_gateway", "huaweicloud_nat_gateway"), "a NAT gateway"),
+    **dict.fromkeys(("alicloud_slb", "alicloud_slb_load_balancer", "alicloud_alb_load_balancer",
+                     "alicloud_nlb_load_balancer", "huaweicloud_elb_loadbalancer", "huaweicloud_lb_loadbalancer"),
+                    "a load balancer"),
+    **dict.fromkeys(("alicloud_havip", "alicloud_vpc_ha_vip"), "a high-availability virtual IP"),
 }
 #: Volume attachments: (the volume's attribute, the instance's attribute):
 #:
@@ -345,6 +395,8 @@ LINKS: Mapping[str, str] = {
                     "interface makes the instance public"),
     **dict.fromkeys(_LAUNCHERS, "launches instances from a template of the plan: judged on the template, with the "
                     "instance types it overrides the template's with"),
+    **dict.fromkeys(_LOAD_BALANCERS, "names security groups of the plan: a group only load balancers use is a "
+                    "public endpoint's, not judged by MF-NET-003 (MF-NET-002 still judges it)"),
 }
 #: The attributes by which one resource names the instance (or its port) it is bound to: an unknown one that refers
 #: to a resource of the plan reads as that resource's address (see _EIP_LINKS).
@@ -501,6 +553,29 @@ def _launched_as(node: ComputeNode, by: str, types: list[Any]) -> ComputeNode:
     return node
 
 
+def _fronted(config: Mapping[str, _ConfigResource], aliases: Mapping[str, list[str]]) -> dict[str, str]:
+    """The groups that load balancers of the configuration name (:data:`_LOAD_BALANCERS`) and no other resource
+    does (an instance, a template, an interface, a database...): group -> the load balancers. A rule resource
+    attached to the group, and another group whose rules name it as a source, are not uses of it."""
+    if not any(c.address.rsplit(".", 2)[-2] in _LOAD_BALANCERS for c in config.values()):
+        return {}
+    fronts: dict[str, set[str]] = {}
+    used: set[str] = set()
+    for c in config.values():
+        kind = c.address.rsplit(".", 2)[-2]
+        if kind in _RULE_RESOURCES or kind in _GROUPS:
+            continue
+        for attr, refs in c.references.items():
+            for ref in refs:  # one at a time, as _linked does: a variable beside a group does not hide it
+                groups = {t for t in _resources_of([ref], aliases) or () if t.rsplit(".", 2)[-2] in _GROUPS}
+                if _LOAD_BALANCERS.get(kind) == attr:
+                    for g in groups:
+                        fronts.setdefault(g, set()).add(c.address)
+                else:
+                    used |= groups
+    return {g: ", ".join(sorted(lbs)) for g, lbs in fronts.items() if g not in used}
+
+
 def read_plan(data: bytes | mmap.mmap, file: str, assume: Assumptions, tf_dir: str | Path | None = None) -> PlanReader:
     """A plan decoded and its whole-plan facts read; :meth:`PlanReader.views` builds the views."""
     try:
@@ -555,6 +630,8 @@ class PlanReader:
         self.links: dict[str, tuple[list[tuple[str, str]], Maybe[bool] | None]] = {}
         #: groups (configuration addresses) that rule resources of this plan attach to
         self.ruled: set[str] = set()
+        #: rule resource (configuration address) -> the groups of the plan it attaches to
+        self.rule_groups: dict[str, set[str]] = {}
         #: instance address -> why it gets a public address (an EIP / association of this plan bound to it)
         self.public_via: dict[str, str] = {}
         #: volume address -> (the instance address it is attached to, what says so)
@@ -571,6 +648,8 @@ class PlanReader:
         self.interfaces: dict[str, list[str]] = {}
         #: addresses and associations bound to an instance of the plan: the instance's finding is theirs
         self.bound_addresses: set[str] = set()
+        #: addresses and associations bound to a resource of the plan that is no node (:data:`_NOT_NODES`): why
+        self.unbound: dict[str, str] = {}
         #: template address -> (the group / fleet that launches it, the instance types it overrides it with)
         self.launched: dict[str, tuple[str, list[Any]]] = {}
         if links:
@@ -590,7 +669,9 @@ class PlanReader:
                 continue
             if rc.type in _RULE_RESOURCES:
                 targets = _resources_of(cfg.references.get("security_group_id", []), self.aliases) or set()
-                self.ruled.update(t for t in targets if t.rsplit(".", 2)[-2] in _GROUPS)
+                groups = {t for t in targets if t.rsplit(".", 2)[-2] in _GROUPS}
+                self.ruled.update(groups)
+                self.rule_groups[_base(rc.address)] = groups
             elif rc.type in _INTERFACE_LINKS:
                 eni_attr, inst_attr = _INTERFACE_LINKS[rc.type]
                 enis = self._linked(rc.address, cfg.references.get(eni_attr, []), _INTERFACES) if eni_attr \
@@ -620,6 +701,11 @@ class PlanReader:
                                                          f"{attr}")
                     if insts:
                         self.bound_addresses.add(rc.address)
+                    elif (others := _resources_of(refs, self.aliases)) and all(
+                            t.rsplit(".", 2)[-2] in _NOT_NODES for t in others):
+                        target = sorted(others)[0]
+                        self.unbound.setdefault(rc.address, f"bound through its {attr} to {target}, "
+                                                            f"{_NOT_NODES[target.rsplit('.', 2)[-2]]}, not a node")
             if rc.type in _LAUNCHERS:
                 refs = [r for attr in _LAUNCHERS[rc.type] for r in cfg.references.get(attr, [])]
                 assert rc.change is not None
@@ -627,8 +713,14 @@ class PlanReader:
                                                      _JSON.decode(rc.change.after_unknown)))
                 for template in self._linked(rc.address, refs, _TEMPLATES):
                     self.launched.setdefault(template, (rc.address, overrides))
+        #: group (configuration address) -> the load balancers it is attached to, when it is attached to nothing else
+        self.fronted = _fronted(self.config, self.aliases)
         #: per configuration block of a group / rule: what its unknown attributes resolve to (see _resolved)
         self.resolved: dict[str, dict[str, Any]] = {}
+        #: per (configuration block, attribute): the source values its references take, and the note (_sources)
+        self.sourced: dict[tuple[str, str], tuple[list[str], str] | None] = {}
+        self._all = resource_changes
+        self._instances: dict[str, list[dict[str, Any]]] | None = None
 
     def _linked(self, own: str, refs: list[str], types: frozenset[str]) -> list[str]:
         """The addresses of this plan's resources of ``types`` that one expression of resource ``own`` refers to
@@ -690,9 +782,12 @@ class PlanReader:
         attached = self.attached.get(rc.address)
         launched = self.launched.get(rc.address)
         out: list[Resource] = []
+        unbound = self.unbound.get(rc.address)
         for r in built:
             if isinstance(r, Address) and rc.address in self.bound_addresses:
                 continue
+            if isinstance(r, Address) and unbound is not None:
+                r = msgspec.structs.replace(r, attached_to=None, notes={**r.notes, "attached_to": unbound})
             if public is not None and isinstance(r, ComputeNode) and r.name == rc.address and r.public_ip is not True:
                 r = msgspec.structs.replace(r, public_ip=True, notes={**r.notes, "public_ip": public})
             elif attached is not None and isinstance(r, Volume) and r.name == rc.address:
@@ -739,6 +834,16 @@ class PlanReader:
             for attr in ("encrypted", "kms_key_id"):
                 if attr not in cfg.references:
                     found[attr] = None
+        elif cfg is not None and rc.type == "aws_eip":
+            # instance and network_interface are Optional+Computed: unknown in a plan whenever the configuration
+            # leaves them out, yet the EIP is then bound to neither (an association or a NAT gateway's
+            # allocation_id binds it, each read on its own): "instance - (Optional) EC2 instance ID." /
+            # "network_interface - (Optional) Network interface ID to associate with." (website/docs/r/
+            # eip.html.markdown); "allocation_id - (Optional) Allocation ID of the Elastic IP address for the NAT
+            # Gateway." (website/docs/r/nat_gateway.html.markdown).
+            for attr in ("instance", "network_interface"):
+                if attr not in cfg.references:
+                    found[attr] = None
         elif cfg is not None and rc.type == "huaweicloud_networking_secgroup_rule":
             for attr in _HW_RULE_COMPUTED:
                 if attr not in cfg.references:
@@ -751,14 +856,101 @@ class PlanReader:
         self.resolved[base] = found
         return found
 
+    def _source_values(self, refs: list[str]) -> tuple[list[str], str] | None:
+        """The values a source expression's references take in this plan (its planned values; a .tf file's
+        literals), and a note naming each network range known only after apply; None when any reference leads
+        elsewhere (a variable, a data source, a module output) or to a value the plan cannot tell, which stays
+        unknown. Every instance of a block with several counts: a source is judged by all it may be."""
+        if self._instances is None:
+            self._instances = {}
+            for rc in self._all:
+                if rc.mode == "managed" and rc.change is not None and rc.change.actions != ["delete"]:
+                    self._instances.setdefault(_base(rc.address), []).append(
+                        _overlay(_decode_after(rc.change.after), _JSON.decode(rc.change.after_unknown)))
+        values: list[str] = []
+        ranges: list[str] = []
+        named: set[str] = set()
+        bare: set[str] = set()
+        for raw in refs:
+            parts = _INDEX.sub("", raw).split(".")
+            i = 0
+            while i + 1 < len(parts) and parts[i] == "module":
+                i += 2
+            if i + 1 >= len(parts) or parts[i] in _NOT_RESOURCE:
+                return None
+            resource = ".".join(parts[:i + 2])
+            if i + 2 >= len(parts):
+                bare.add(resource)
+                continue
+            attr = parts[i + 2]
+            named.add(resource)
+            instances = self._instances.get(resource)
+            if not instances:
+                return None
+            for after in instances:
+                v = after.get(attr)
+                if type(v) is str and v:
+                    values.append(v)
+                elif isinstance(v, list) and v and all(type(x) is str for x in v):
+                    values.extend(v)
+                elif attr in _RANGES.get(parts[i], ()):
+                    ranges.append(f"{resource}.{attr}")
+                else:
+                    return None
+        if not named or bare - named:
+            return None
+        why = ""
+        if ranges:
+            values.extend(sorted(set(ranges)))
+            why = (f"{', '.join(sorted(set(ranges)))}: a network's address range, known only after apply; never "
+                   "0.0.0.0/0 or ::/0")
+        return values, why
+
+    def _sources(self, rc: _ResourceChange, base: str, cfg: _ConfigResource, props: dict[str, Any]) -> str:
+        """Source CIDRs unknown in the plan only because they refer to attributes of its other resources (a
+        subnet's ``cidr``, a VPC's ``cidr_block``) take those values; returns the note for the rule's sources."""
+        notes: list[str] = []
+
+        def resolved(attr: str) -> tuple[list[str], str] | None:
+            key = (base, attr)
+            if key not in self.sourced:
+                refs = cfg.references.get(attr)
+                self.sourced[key] = self._source_values(refs) if refs else None
+            return self.sourced[key]
+
+        def fill(holder: dict[str, Any], attr: str, refs_attr: str) -> None:
+            v = holder.get(attr)
+            unknown = v is UNKNOWN or (isinstance(v, list) and any(x is UNKNOWN for x in v))
+            if not unknown or (found := resolved(refs_attr)) is None:
+                return
+            values, why = found
+            if isinstance(v, list) or attr in _INLINE_SOURCES:  # the list attributes
+                holder[attr] = [x for x in (v if isinstance(v, list) else []) if x is not UNKNOWN] + values
+            elif len(values) == 1:
+                holder[attr] = values[0]
+            else:
+                return
+            if why and why not in notes:
+                notes.append(why)
+
+        if rc.type == "aws_security_group":
+            for rule in props.get("ingress") or ():
+                if isinstance(rule, dict):
+                    for attr in _INLINE_SOURCES:
+                        fill(rule, attr, "ingress")
+        else:
+            for attr in _SOURCE_ATTRS[rc.type]:
+                fill(props, attr, attr)
+        return "; ".join(notes)
+
     def views(self, part: tuple[int, int] = (0, 1)) -> list[Resource]:
         """The views of the i-th of n equal runs of the plan's resources (``part`` (i, n); all by default)."""
         index, parts = part
         lo, hi = len(self.changes) * index // parts, len(self.changes) * (index + 1) // parts
         file, blocks, config, links, counts = self.file, self.blocks, self.config, self.links, self.counts
         public_via, attached = self.public_via, self.attached
-        launched, bound_addresses = self.launched, self.bound_addresses
-        bound = bool(public_via or attached or launched or bound_addresses)
+        launched, bound_addresses, unbound = self.launched, self.bound_addresses, self.unbound
+        bound = bool(public_via or attached or launched or bound_addresses or unbound)
         out: list[Resource] = []
         for rc, base in zip(self.changes[lo:hi], self.bases[lo:hi], strict=True):  # one at a time: only views stay
             props = _props(rc, self.unknowns)
@@ -769,6 +961,12 @@ class PlanReader:
                             props.pop(attr)
                         else:
                             props[attr] = value
+            sourced = ""
+            if rc.type in _SOURCE_ATTRS or (rc.type == "aws_security_group" and isinstance(props.get("ingress"),
+                                                                                           list)):
+                cfg = config.get(base)
+                if cfg is not None:
+                    sourced = self._sources(rc, base, cfg, props)
             b = blocks.get(base)
             loc = Location(b.file if b else file, b.line if b else None, 1 if b else None, rc.address)
             subnet: Maybe[bool] | None = None
@@ -787,8 +985,21 @@ class PlanReader:
                 subnet = link[1]
             built = native_resources(rc.type, props, rc.address, loc, "terraform", self.assume, subnet,
                                      counts.get(base, 1))
+            fronts = self.fronted.get(base) if self.fronted else None
+            if self.fronted and fronts is None and base in self.rule_groups:
+                lbs = [self.fronted.get(g) for g in self.rule_groups[base]]
+                fronts = ", ".join(x for x in lbs if x) if lbs and all(lbs) else None
+            if fronts:
+                why = (f"its group is attached only to the load balancer(s) {fronts}, no instance, template or node: "
+                       "MF-NET-003 does not judge a load balancer's own group (MF-NET-002 does)")
+                built = [msgspec.structs.replace(r, load_balancer=fronts, notes={**r.notes, "load_balancer": why})
+                         if isinstance(r, SecurityRule) else r for r in built]
+            if sourced:
+                built = [msgspec.structs.replace(r, notes={**r.notes, "sources": "; ".join(
+                    n for n in (r.notes.get("sources"), sourced) if n)}) if isinstance(r, SecurityRule) else r
+                    for r in built]
             if bound and (rc.address in public_via or rc.address in attached or rc.address in launched
-                          or rc.address in bound_addresses):
+                          or rc.address in bound_addresses or rc.address in unbound):
                 built = self._bound(rc, built)
             out.extend(built)
         return out
