@@ -10,13 +10,17 @@ preview (Pulumi's unknown sentinels) become UNKNOWN; secret values are never rea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
+
 from ..model import UNKNOWN, Location, Resource
-from .common import Assumptions, ShapeError, json_type, snake_keys
+from .common import Assumptions, ShapeError, json_type, snake, snake_keys
 from .metalfleet import cluster_resources, network_resources, node_resources
 from .native import ACCOUNT_SETTINGS, PULUMI_TYPES, account_settings, native_resources
+from .terraform import _COMPUTE, _GROUPS, _INTERFACES, _VOLUMES, PlanReader, _Change, _ResourceChange
 
 __all__ = ["METALFLEET_TYPES", "metalfleet_kind", "plain", "pulumi_resources", "resources_from_export",
            "resources_from_preview"]
@@ -117,15 +121,111 @@ def _name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1] if "::" in urn else urn
 
 
+#: Resources read only for the links they make (:data:`.terraform.LINKS`), no view of their own.
+_LINK_TYPES: Mapping[str, str] = {"aws:ec2/volumeAttachment:VolumeAttachment": "aws_volume_attachment"}
+#: The inputs (snake_case) that name another resource, and the types it may be of: an input depending on one of
+#: another type is not linked.
+_TARGETS: Mapping[str, frozenset[str]] = {
+    **dict.fromkeys(("instance", "instance_id", "network_interface", "network_interface_id", "port_id", "fixed_ip"),
+                    _COMPUTE | _INTERFACES),
+    "security_group_id": _GROUPS,
+    **dict.fromkeys(("volume_id", "disk_id"), _VOLUMES),
+}
+#: The reference of an input known only after apply and computed from outside the document's resources (a
+#: variable to the plan reader: never resolved).
+_OUTSIDE = "var.pulumi"
+_ADDRESS = re.compile(r"[a-z0-9]+_[a-z0-9_]+\.r[0-9]+")
+
+
+def _split(value: Any) -> tuple[Any, Any]:
+    """A plain value as a plan's ``after`` and ``after_unknown``: every UNKNOWN null in one, true in the other."""
+    if value is UNKNOWN:
+        return None, True
+    if isinstance(value, dict):
+        parts = {k: _split(v) for k, v in value.items()}
+        return {k: a for k, (a, _) in parts.items()}, {k: u for k, (_, u) in parts.items() if u}
+    if isinstance(value, list):
+        items = [_split(v) for v in value]
+        return [a for a, _ in items], [u for _, u in items]
+    return value, False
+
+
+def _references(inputs: Mapping[str, Any], unknown: Mapping[str, Any], deps: Any,
+                addresses: Mapping[str, str]) -> dict[str, Any]:
+    """A configuration's ``expressions`` for one resource: every input, with the one resource it depends on when
+    that is of a type the input may name, else :data:`_OUTSIDE` when it is unknown, else a constant."""
+    deps = {snake(k): v for k, v in deps.items() if isinstance(k, str)} if isinstance(deps, dict) else {}
+    out: dict[str, Any] = {}
+    for attr in inputs:
+        urns = deps.get(attr)
+        target = addresses.get(urns[0]) if isinstance(urns, list) and len(urns) == 1 else None
+        if target is not None and target.split(".", 1)[0] in _TARGETS.get(attr, ()):
+            out[attr] = {"references": [target]}
+        else:
+            out[attr] = {"references": [_OUTSIDE]} if attr in unknown else {"constant_value": None}
+    return out
+
+
+def _renamed(view: Resource, names: Mapping[str, str], urns: Mapping[str, str], file: str) -> Resource:
+    """A plan reader's view as a Pulumi one: named by the resource's name, located at its URN."""
+    def text(value: str) -> str:
+        return _ADDRESS.sub(lambda m: names.get(m.group(0), m.group(0)), value)
+
+    def loc(value: Location) -> Location:
+        return Location(file, address=urns[value.address]) if value.address is not None and value.address in urns \
+            else value
+
+    changes: dict[str, Any] = {"source": "pulumi", "name": text(view.name), "location": loc(view.location),
+                               "locations": {k: loc(v) for k, v in view.locations.items()},
+                               "notes": {k: text(v) for k, v in view.notes.items()}}
+    for field in view.__struct_fields__:
+        value = getattr(view, field)
+        if field not in changes and type(value) is str:
+            changes[field] = text(value)
+    return msgspec.structs.replace(view, **changes)
+
+
 def _from_states(states: Iterable[Mapping[str, Any]], file: str, assume: Assumptions) -> list[Resource]:
-    items = [(str(s.get("type") or ""), s.get("inputs") or {}, str(s.get("urn") or "")) for s in states]
-    for t, inputs, _ in items:  # account-wide defaults first
+    items = [(str(s.get("type") or ""), s.get("inputs") or {}, str(s.get("urn") or ""), s) for s in states]
+    for t, inputs, _, _ in items:  # account-wide defaults first
         tf = PULUMI_TYPES.get(t)
         if tf in ACCOUNT_SETTINGS:
             account_settings(tf, snake_keys(plain(inputs)), assume)
+    own: list[str | None] = []  # per item: the plan-like address its resource is read under
+    data: dict[str, Any] = {}  # address -> its inputs, plain and snake_case
+    for i, (t, inputs, _, _) in enumerate(items):
+        tf = PULUMI_TYPES.get(t) or _LINK_TYPES.get(t)
+        props = plain(inputs)
+        own.append(f"{tf}.r{i}" if tf is not None and tf not in ACCOUNT_SETTINGS and isinstance(props, dict)
+                   else None)
+        if own[-1] is not None:
+            data[f"{tf}.r{i}"] = snake_keys(props)
+    addresses = {urn: a for (_, _, urn, _), a in zip(items, own, strict=True) if a is not None and urn}
+    names = {a: _name(urn) for (_, _, urn, _), a in zip(items, own, strict=True) if a is not None}
+    urns = {a: urn or _name(urn) for (_, _, urn, _), a in zip(items, own, strict=True) if a is not None}
+    changes: list[_ResourceChange] = []
+    config: list[dict[str, Any]] = []
+    for (_, _, _, state), address in zip(items, own, strict=True):
+        if address is None:
+            continue
+        after, unknown = _split(data[address])
+        tf, name = address.split(".")
+        changes.append(_ResourceChange(address=address, type=tf, name=name, change=_Change(
+            actions=["create"], after=msgspec.Raw(msgspec.json.encode(after)),
+            after_unknown=msgspec.Raw(msgspec.json.encode(unknown)))))
+        config.append({"address": address, "mode": "managed", "type": tf, "name": name,
+                       "expressions": _references(after, unknown, state.get("propertyDependencies"), addresses)})
+    views: dict[str, list[Resource]] = {}
+    if changes:  # tf_dir: the document's own path, where no .tf files are found (a Pulumi program has none)
+        reader = PlanReader(changes, {"root_module": {"resources": config}}, file, assume, file)
+        for view in reader.views():
+            views.setdefault(view.location.address or "", []).append(_renamed(view, names, urns, file))
     out: list[Resource] = []
-    for t, inputs, urn in items:
-        out.extend(pulumi_resources(t, inputs, _name(urn), urn, file, assume))
+    for (t, inputs, urn, _), address in zip(items, own, strict=True):
+        if address is not None:
+            out.extend(views.get(address, []))
+        else:
+            out.extend(pulumi_resources(t, inputs, _name(urn), urn, file, assume))
     return out
 
 
