@@ -122,7 +122,12 @@ def _name(urn: str) -> str:
 
 
 #: Resources read only for the links they make (:data:`.terraform.LINKS`), no view of their own.
-_LINK_TYPES: Mapping[str, str] = {"aws:ec2/volumeAttachment:VolumeAttachment": "aws_volume_attachment"}
+_LINK_TYPES: Mapping[str, str] = {
+    "aws:ec2/volumeAttachment:VolumeAttachment": "aws_volume_attachment",
+    # pulumi-alicloud's EcsDiskAttachment and its older DiskAttachment (`pulumi import alicloud:ecs/...`)
+    "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment": "alicloud_ecs_disk_attachment",
+    "alicloud:ecs/diskAttachment:DiskAttachment": "alicloud_disk_attachment",
+}
 #: The inputs (snake_case) that name another resource, and the types it may be of: an input depending on one of
 #: another type is not linked.
 _TARGETS: Mapping[str, frozenset[str]] = {

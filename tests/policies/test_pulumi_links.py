@@ -14,7 +14,7 @@ import pytest
 from metalfleet.policies.check import check_paths
 
 from .cases import PULUMI_UNKNOWN, urn
-from .test_rules_native import AWS_EIP, AWS_INSTANCE, AWS_VOLUME, HW_BMS, HW_BMS_PROPS, P5
+from .test_rules_native import ALI, ALI_DISK, ALI_INSTANCE, AWS_EIP, AWS_INSTANCE, AWS_VOLUME, HW_BMS, HW_BMS_PROPS, P5
 
 ASSOC = "aws:ec2/eipAssociation:EipAssociation"
 ATTACHMENT = "aws:ec2/volumeAttachment:VolumeAttachment"
@@ -100,3 +100,14 @@ def test_huawei_eip_associate_makes_its_instance_public(tmp_path: Path) -> None:
     found = _preview(tmp_path / "preview.json", _state(HW_BMS, "bms", HW_BMS_PROPS), associate)
     assert any(m.startswith("MF-NET-001: bms gets a public address (assoc binds") and not u for m, u in found["bms"])
     assert "assoc" not in found
+
+
+@pytest.mark.parametrize("token", ["alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment",
+                                   "alicloud:ecs/diskAttachment:DiskAttachment"])
+def test_alibaba_disk_attachment_names_its_instance(tmp_path: Path, token: str) -> None:
+    attachment = _state(token, "att", {"instanceId": PULUMI_UNKNOWN, "diskId": PULUMI_UNKNOWN},
+                        {"instanceId": [(ALI_INSTANCE, "ali")], "diskId": [(ALI_DISK, "scratch")]})
+    found = _preview(tmp_path / "preview.json", _state(ALI_INSTANCE, "ali", ALI),
+                     _state(ALI_DISK, "scratch", {"zoneId": "cn-wulanchabu-a", "size": 500, "encrypted": False}),
+                     attachment)
+    assert ("MF-ENC-001: scratch is not encrypted (attached to ali by att)", False) in found["scratch"], found
