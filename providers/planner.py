@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from .catalog import ANY_REGION, Catalog, CatalogOffering, load_catalog
+from .catalog import ANY_REGION, BillingTerms, Catalog, CatalogOffering, load_catalog
 from .checks import RDMA_FABRICS
 from .errors import InvalidSpecError, MetalfleetError
 from .models import BillingModel, Interconnect, Price
@@ -210,6 +210,40 @@ def _regions(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering) ->
     return out
 
 
+def _block_cover(terms: BillingTerms, days: float) -> tuple[int, ...]:
+    """The Capacity Blocks (days each, longest first) that cover ``days`` for the fewest days billed, then the
+    fewest blocks: a run between two sellable durations is billed the cheaper cover, e.g. 91.25 days (3 months)
+    as 91 + 1 days, not as one 98-day block.
+
+    The sellable durations are the catalogue's windows; AWS's are, in its words, "in 1-day increments up 14 days,
+    and in 7-day increments up to 182 days" (DescribeCapacityBlockOfferings, CapacityDurationHours:
+    https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/ec2/aws.sdk.kotlin.services.ec2.model/-describe-capacity-block-offerings-request/capacity-duration-hours.html;
+    the EC2 User Guide's Capacity Blocks for ML page, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html,
+    lists the same durations)."""
+    sizes = sorted({d for w in terms.block_windows for d in range(w.min_days, w.max_days + 1, w.step_days)},
+                   reverse=True)
+    most = sizes[0]
+    need = max(1, math.ceil(days - 1e-9))
+    full = max(0, need // most - 1)  # whole longest blocks; the rest (under two of them) is searched exactly
+    rest = need - full * most
+    # fewest[t]: the fewest blocks adding up to exactly t days (a cover of ``rest`` never needs rest + most days)
+    fewest: list[tuple[int, ...] | None] = [()] + [None] * (rest + most)
+    for total in range(1, rest + most + 1):
+        for size in sizes:
+            below = fewest[total - size] if size <= total else None
+            best = fewest[total]
+            if below is not None and (best is None or len(below) + 1 < len(best)):
+                fewest[total] = (*below, size)
+    found = next(c for c in fewest[rest:] if c is not None)
+    return (most,) * full + tuple(sorted(found, reverse=True))
+
+
+def _days_text(cover: Sequence[int]) -> str:
+    """``182 + 14 + 4``; repeated lengths counted: ``2 x 182 + 21``."""
+    counts = {d: cover.count(d) for d in sorted(set(cover), reverse=True)}
+    return " + ".join(f"{n} x {d}" if n > 1 else str(d) for d, n in counts.items())
+
+
 def _billed_hours(billing: BillingModel, entry: CatalogOffering, hours: float) -> tuple[float, str] | str:
     """(hours billed, how) for a run of ``hours``; a string says why this billing model cannot cover it."""
     if billing in _TERM_HOURS:
@@ -220,23 +254,30 @@ def _billed_hours(billing: BillingModel, entry: CatalogOffering, hours: float) -
         months = math.ceil(hours / HOURS_PER_MONTH - 1e-9)
         return months * HOURS_PER_MONTH, f"{months} prepaid month{'s' if months > 1 else ''} of 730 h"
     if billing == BillingModel.CAPACITY_BLOCK:
-        block = entry.billing_terms
-        if not block.block_windows:
+        if not entry.billing_terms.block_windows:
             return hours, "Capacity Block (no bookable durations listed: billed by the hour)"
-        days = hours / 24.0
-        fit = block.block_days(days)
-        if fit is not None:
-            return fit * 24.0, f"one {fit}-day Capacity Block"
-        most = block.block_max_days or 1
-        full = math.floor(days / most)
-        rest = days - full * most
-        rest_days = block.block_days(rest) if rest > 1e-9 else 0
-        if rest_days is None:  # the remainder is below every window's minimum: one more full block
-            full, rest_days = full + 1, 0
-        blocks = full + (1 if rest_days else 0)
-        tail = f" + one of {rest_days} days" if rest_days else ""
-        return (full * most + (rest_days or 0)) * 24.0, f"{blocks} Capacity Blocks ({full} of {most} days{tail})"
+        cover = _block_cover(entry.billing_terms, hours / 24.0)
+        if len(cover) == 1:
+            return cover[0] * 24.0, f"one {cover[0]}-day Capacity Block"
+        return sum(cover) * 24.0, f"{len(cover)} Capacity Blocks ({_days_text(cover)} days)"
     return hours, "by the hour"
+
+
+def _block_note(terms: BillingTerms, days: float) -> list[str]:
+    """What the option says when the run is no single sellable Capacity Block: the cover it is costed as, and
+    the one longer block it is cheaper than."""
+    cover = _block_cover(terms, days)
+    most = terms.block_max_days or 0
+    if sum(cover) <= days + 1e-9 and (len(cover) == 1 or days > most):
+        return []
+    sold = ", ".join(f"{w.min_days}-{w.max_days} days" + (f" by {w.step_days}" if w.step_days > 1 else "")
+                     for w in terms.block_windows)
+    costed = f"one {cover[0]}-day block" if len(cover) == 1 else \
+        f"{len(cover)} blocks of {_days_text(cover)} days"
+    single = terms.block_days(days)
+    cheaper = f", cheaper than one {single}-day block" if single is not None and single > sum(cover) else ""
+    return [f"the run's {days:g} days are no single Capacity Block duration sold ({sold}): costed as the cheapest "
+            f"cover, {costed}{cheaper}"]
 
 
 def _warnings(req: PlanRequirements, entry: CatalogOffering, billing: BillingModel, nodes: int, hours: float,
@@ -268,6 +309,8 @@ def _warnings(req: PlanRequirements, entry: CatalogOffering, billing: BillingMod
         if most is not None and hours > most * 24.0:
             out.append(f"Capacity Block shorter than the run: a block lasts at most {most} days and the run "
                        f"{hours / 24:g}; each further block is booked separately and may not be available")
+        if terms.block_windows:
+            out += _block_note(terms, hours / 24.0)
         if terms.block_lead_days:
             out.append(f"Capacity Blocks are booked at most {terms.block_lead_days} days ahead, paid in full "
                        "at purchase")
@@ -338,9 +381,24 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
                     options.append(result)
                     price = prices[billing]
                     used_lists[(entry.provider, price.currency, price.as_of)] = price.source
+            for billing in allowed_billing:  # sold there, but the catalogue has no price: say so, never drop it
+                if billing not in prices and _sold(entry, billing):
+                    rejected.append(Rejected(entry.provider, entry.name, region, billing,
+                                             f"no list price for {billing.value} of {entry.name} in {region}"))
     order = {b: i for i, b in enumerate(BillingModel)}
     options.sort(key=lambda o: (round(o.total, 2), o.provider, o.region, o.offering, order[o.billing]))
     return Plan(req, tuple(options), tuple(rejected), tuple(_assumptions(req, hours, used_lists)))
+
+
+def _sold(entry: CatalogOffering, billing: BillingModel) -> bool:
+    """Whether ``entry`` can be bought under ``billing`` at all (its platform sells the model, its terms allow
+    it): an unpriced model that is sold is listed as unpriced, one that is not sold is no option to price."""
+    terms = entry.billing_terms
+    if terms.prepaid_only and billing not in (BillingModel.MONTHLY, *_TERM_HOURS):
+        return False
+    if billing == BillingModel.CAPACITY_BLOCK and not terms.block_windows:
+        return False
+    return billing_problem(entry.provider, billing) is None
 
 
 def _option(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering, region: str, billing: BillingModel,
@@ -409,7 +467,8 @@ def _assumptions(req: PlanRequirements, hours: float, lists: Mapping[tuple[str, 
         "list prices per node-hour as the catalogue dates them; no negotiated discount, Savings Plan, tax or support "
         "fee; spot prices move and are the catalogue's snapshot",
         "local NVMe comes with the node; block storage, shared storage and egress use the provider's catalogue "
-        "rates per GiB-month / GiB (GB read as GiB)",
+        "rates per GiB-month / GiB (a rate per GB applied per GiB: 1 GB = 0.931 GiB, so where a provider bills "
+        "per GB these lines are an underestimate, by up to 6.9%)",
     ]
     if req.storage.shared_tib or req.storage.block_gib_per_node or req.egress_tib:
         out.append(f"storage and traffic: {req.storage.shared_tib:g} TiB shared, {req.storage.block_gib_per_node:g} "
@@ -432,6 +491,13 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 BLOCK_PLACEHOLDER = "cr-00000000000000000"
 
 
+#: The shared file system each provider's plan costs (its price list's ``shared_storage_gib_month``), as a
+#: ``storage.warm.kind``: FSx for Lustre, CPFS, SFS Turbo; NFS elsewhere.
+SHARED_KINDS = {"aws": "fsx-lustre", "alibaba": "cpfs", "huawei": "sfs-turbo"}
+#: The ``storage.warm.source`` an emitted spec carries until the shared file system is made.
+SHARED_PLACEHOLDER = "fill-in:the-shared-file-system-mount-source"
+
+
 def cluster_spec_for(option: Option, req: PlanRequirements) -> dict[str, Any]:
     """The cluster spec (plain data) ordering ``option``: provider, region, offering, count, billing, placement,
     storage tiers, tags, merged with ``cluster.spec``; checked with ``parse_spec`` (errors name the field)."""
@@ -452,6 +518,9 @@ def cluster_spec_for(option: Option, req: PlanRequirements) -> dict[str, Any]:
         storage["hot"] = {"raid_level": 0, "filesystem": "xfs", "mount": "/scratch"}
     if req.storage.block_gib_per_node:
         storage["data"] = [{"size_gib": max(8, math.ceil(req.storage.block_gib_per_node))}]
+    if req.storage.shared_tib:  # the shared file system the plan costed, mounted on every node
+        storage["warm"] = {"kind": SHARED_KINDS.get(option.provider, "nfs"), "source": SHARED_PLACEHOLDER,
+                           "mount": "/shared"}
     data: dict[str, Any] = {
         "name": defaults.name, "provider": option.provider, "region": option.region, "offering": entry.name,
         "count": option.nodes, "image": image,
@@ -481,5 +550,12 @@ def spec_yaml(option: Option, req: PlanRequirements, plan_source: str = "") -> s
     if option.billing == BillingModel.CAPACITY_BLOCK:
         head.append(f"# Capacity Block: buy the block first, then put its cr-... id in capacity.reservation_id "
                     f"(now the placeholder {BLOCK_PLACEHOLDER}).")
+    warm = (data.get("storage") or {}).get("warm") or {}
+    if warm.get("source") == SHARED_PLACEHOLDER:
+        head += [f"# Shared file system: make the {req.storage.shared_tib:g} TiB {warm.get('kind')} file system "
+                 "first, then put its mount source in storage.warm.source (now the placeholder "
+                 f"{SHARED_PLACEHOLDER});",
+                 "# policy MF-ENC-003 holds its encryption unknown until the policy config lists it under "
+                 "known_encrypted (metalfleet validate --policy-config)."]
     body: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
     return "\n".join(head) + "\n" + body

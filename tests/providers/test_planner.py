@@ -22,6 +22,7 @@ from metalfleet.providers.errors import InvalidSpecError
 from metalfleet.providers.models import BillingModel, Fabric
 from metalfleet.providers.planner import (
     BLOCK_PLACEHOLDER,
+    SHARED_PLACEHOLDER,
     InfeasiblePlanError,
     parse_requirements,
     recommend,
@@ -164,8 +165,9 @@ def test_a_priced_billing_model_the_platform_does_not_sell_is_refused_with_why()
                     [price_list("huawei", {"r3": {"bms.h100": {"on_demand": 4.0, "monthly": 3.0}}}, currency="USD")])
     result = recommend(req(gpu="H100", providers=["huawei"], cluster={"image": "img-1"}), cat, today=TODAY)
     assert [o.billing.value for o in result.options] == ["monthly"]
-    [refused] = [r for r in result.rejected if r.billing is not None]
+    [refused, *unpriced] = [r for r in result.rejected if r.billing is not None]
     assert refused.billing.value == "on_demand" and "yearly/monthly (prePaid) servers only" in refused.reason
+    assert unpriced and all(r.reason.startswith("no list price for ") for r in unpriced)
     assert result.cluster_spec()["capacity"]["billing"] == "monthly"
 
 
@@ -175,15 +177,62 @@ def test_capacity_blocks_bill_whole_blocks_and_warn_when_shorter_than_the_run() 
                                 "max_instances": 4, "lead_days": 56}}
     cat = catalogue([offering("aws", "blk.h100", billing_terms=terms)],
                     [price_list("aws", {"r1": {"blk.h100": {"capacity_block": 1.0}}})])
-    month = recommend(req(duration={"days": 30}), cat, today=TODAY).best
-    assert month.billed_hours == 35 * 24 and "one 35-day Capacity Block" in month.lines[0].detail
+    month = recommend(req(duration={"days": 28}), cat, today=TODAY).best
+    assert month.billed_hours == 28 * 24 and "one 28-day Capacity Block" in month.lines[0].detail
     long = recommend(req(duration={"days": 200}), cat, today=TODAY).best
-    assert long.billed_hours == (182 + 21) * 24  # one full block and the shortest one covering the last 18 days
+    assert long.billed_hours == 200 * 24  # 182 + 14 + 4 days: cheaper than 182 + 21 (AWS sells no 18-day block)
+    assert "3 Capacity Blocks (182 + 14 + 4 days)" in long.lines[0].detail
     assert any(w.startswith("Capacity Block shorter than the run: a block lasts at most 182 days") for w in
                long.warnings)
     too_many = recommend(req(gpus=40), cat, today=TODAY)
-    assert [r.reason for r in too_many.rejected] == [
+    assert [r.reason for r in too_many.rejected if r.billing == BillingModel.CAPACITY_BLOCK] == [
         "a Capacity Block holds at most 4 instances; the job needs 5"]
+
+
+def test_a_capacity_block_is_costed_as_the_cheapest_sellable_cover_and_says_so() -> None:
+    """AWS sells 1-14 days by 1 day and 21-182 days by 7 (91 = 13 x 7 is sold); 3 months (91.25 days) lies
+    between 91 and 98: costed as 91 + 1 days, not as one 98-day block, and the option says so."""
+    terms = {"capacity_block": {"windows": [{"min_days": 1, "max_days": 14}, {"min_days": 21, "max_days": 182,
+                                                                              "step_days": 7}]}}
+    cat = catalogue([offering("aws", "blk.h100", billing_terms=terms)],
+                    [price_list("aws", {"r1": {"blk.h100": {"capacity_block": 1.0}}})])
+    for duration in ({"days": 91}, {"weeks": 13}):
+        exact = recommend(req(duration=duration), cat, today=TODAY).best
+        assert exact.billed_hours == 91 * 24 and "one 91-day Capacity Block" in exact.lines[0].detail
+        assert round(exact.total, 2) == 2 * 1.0 * 91 * 24
+        assert not any("no single Capacity Block duration" in w for w in exact.warnings)
+    between = recommend(req(duration={"months": 3}), cat, today=TODAY).best
+    assert between.run_hours == 2190 and between.billed_hours == 92 * 24
+    assert round(between.total, 2) == 2 * 1.0 * 92 * 24  # 4416, not 2 x 98 x 24 = 4704
+    assert "2 Capacity Blocks (91 + 1 days)" in between.lines[0].detail
+    assert "the run's 91.25 days are no single Capacity Block duration sold (1-14 days, 21-182 days by 7): costed " \
+           "as the cheapest cover, 2 blocks of 91 + 1 days, cheaper than one 98-day block" in between.warnings
+    gap = recommend(req(duration={"days": 15}), cat, today=TODAY).best  # between 14 and 21
+    assert gap.billed_hours == 15 * 24 and "2 Capacity Blocks (14 + 1 days)" in gap.lines[0].detail
+    half = recommend(req(duration={"days": 90.5}), cat, today=TODAY).best  # the next sellable block is the cover
+    assert half.billed_hours == 91 * 24
+    assert any(w.endswith("costed as the cheapest cover, one 91-day block") for w in half.warnings)
+    year = recommend(req(duration={"days": 364}), cat, today=TODAY).best
+    assert "2 Capacity Blocks (2 x 182 days)" in year.lines[0].detail
+
+
+def test_a_billing_model_sold_but_without_a_price_is_listed_with_why() -> None:
+    from metalfleet.stacks.cli.plan import plan_text
+
+    result = recommend(req(gpu="H100", providers=["aws"]), SMALL, today=TODAY)
+    refused = [str(r) for r in result.rejected]
+    # aws sells reserved_3y but the list prices only on_demand, reserved_1y and capacity_block; it sells no spot
+    assert "aws r1 big.h100 reserved_3y: no list price for reserved_3y of big.h100 in r1" in refused
+    assert not any("spot" in r for r in refused)
+    assert "  aws r1 big.h100 reserved_3y: no list price for reserved_3y of big.h100 in r1" in \
+        plan_text(result).splitlines()
+    asked = recommend(req(gpu="H100", providers=["aws"], billing=["on_demand"]), SMALL, today=TODAY)
+    assert not any("no list price" in str(r) for r in asked.rejected)  # only the billing models asked for
+
+
+def test_the_gb_as_gib_assumption_says_it_underestimates() -> None:
+    [note] = [a for a in recommend(req(), SMALL, today=TODAY).assumptions if "per GB applied per GiB" in a]
+    assert "1 GB = 0.931 GiB" in note and "underestimate, by up to 6.9%" in note and "overestimate" not in note
 
 
 def test_checklist_warnings_nvme_price_age_reservation_term() -> None:
@@ -202,7 +251,11 @@ def test_prepaid_only_offerings_are_not_sold_by_the_hour() -> None:
                     [price_list("alibaba", {"r": {"pre.h100": {"on_demand": 1.0, "monthly": 500.0}}})])
     result = recommend(req(), cat, today=TODAY)
     assert [o.billing for o in result.options] == [BillingModel.MONTHLY]
-    assert [str(r) for r in result.rejected] == ["alibaba r pre.h100 on_demand: sold prepaid only"]
+    assert [str(r) for r in result.rejected] == ["alibaba r pre.h100 on_demand: sold prepaid only",
+                                                 "alibaba r pre.h100 reserved_1y: no list price for reserved_1y of "
+                                                 "pre.h100 in r",
+                                                 "alibaba r pre.h100 reserved_3y: no list price for reserved_3y of "
+                                                 "pre.h100 in r"]  # no spot: sold prepaid only
 
 
 @pytest.mark.parametrize(("data", "field"), [
@@ -254,6 +307,25 @@ def test_the_emitted_spec_round_trips_through_load_spec(tmp_path: Path) -> None:
     assert spec.network.subnet_id == "subnet-1" and spec.image.startswith("resolve:ssm:")
     assert result.cluster_spec() == result.cluster_spec(result.best)
 
+
+
+def test_the_costed_shared_file_system_is_written_into_the_spec(tmp_path: Path) -> None:
+    requirements = req(gpu="H100", providers=["aws"], billing=["on_demand"], storage={"shared_tib": 10})
+    result = recommend(requirements, SMALL, today=TODAY)
+    assert "shared storage" in [line.what for line in result.best.lines]
+    path = tmp_path / "cluster.yaml"
+    text = spec_yaml(result.best, requirements)
+    path.write_text(text)
+    warm = load_spec(path).storage.warm
+    assert warm is not None and (warm.kind, warm.source, warm.mount) == ("fsx-lustre", SHARED_PLACEHOLDER, "/shared")
+    assert "make the 10 TiB fsx-lustre file system first" in text
+    given = req(gpu="H100", providers=["aws"], billing=["on_demand"], storage={"shared_tib": 10},
+                cluster={"spec": {"storage": {"warm": {"source": "fs-1.fsx.r1.amazonaws.com@tcp:/abc"}}}})
+    spec = recommend(given, SMALL, today=TODAY).cluster_spec()
+    assert spec["storage"]["warm"] == {"kind": "fsx-lustre", "source": "fs-1.fsx.r1.amazonaws.com@tcp:/abc",
+                                       "mount": "/shared"}
+    assert SHARED_PLACEHOLDER not in spec_yaml(recommend(given, SMALL, today=TODAY).best, given)
+    assert "warm" not in recommend(req(gpu="H100", providers=["aws"]), SMALL, today=TODAY).cluster_spec()["storage"]
 
 
 def test_the_spec_takes_the_first_zone_the_catalogue_lists() -> None:

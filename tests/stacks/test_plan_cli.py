@@ -23,12 +23,15 @@ def test_plan_answers_64_h100_for_3_months_and_writes_a_valid_spec(tmp_path: Pat
     assert "the run: 64 GPUs for 3 months = 2190 hours" in text
     assert "aws prices (USD) as of 2025-06-01" in text
     assert "exchange rate given: 1 CNY = 0.14 USD (not fetched; as the requirements say)" in text
-    assert "1     aws       us-east-1  8 x p5.48xlarge  64 x H100  capacity_block  641,332.22 USD" in text
-    assert "compute: 592,026.62 USD = 8 nodes x 31.464 USD/h x 2352 h (one 98-day Capacity Block)" in text
+    assert "1     aws       us-east-1  8 x p5.48xlarge  64 x H100  capacity_block  605,085.70 USD" in text
+    assert "compute: 555,780.10 USD = 8 nodes x 31.464 USD/h x 2208 h (2 Capacity Blocks (91 + 1 days))" in text
     assert "shared storage: 44,544.00 USD = 307200 GiB-months x 0.145 USD" in text
     assert "2     aws       us-east-1  8 x p5.48xlarge  64 x H100  on_demand       1,013,606.40 USD" in text
     assert "aws p4d.24xlarge: its GPU is A100, not H100" in text
-    validate = run("validate", str(spec), env=env)
+    assert "  warm:\n    kind: fsx-lustre\n" in spec.read_text()  # the costed shared file system
+    policy = tmp_path / "policy.yaml"  # its encryption is unknown to the spec until the policy config names it
+    policy.write_text("rules:\n  MF-ENC-003:\n    known_encrypted: ['fill-in:*']\n")
+    validate = run("validate", str(spec), "--policy-config", str(policy), env=env)
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert "valid spec — 8 x p5.48xlarge on aws us-east-1" in validate.stdout
     assert "0 mandatory violation(s)" in validate.stdout
