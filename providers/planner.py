@@ -501,12 +501,12 @@ SHARED_PLACEHOLDER = "fill-in:the-shared-file-system-mount-source"
 def cluster_spec_for(option: Option, req: PlanRequirements) -> dict[str, Any]:
     """The cluster spec (plain data) ordering ``option``: provider, region, offering, count, billing, placement,
     storage tiers, tags, merged with ``cluster.spec``; checked with ``parse_spec`` (errors name the field)."""
-    from .registry import available_drivers, provider_record
+    from .registry import find_record
     from .spec import parse_spec
 
     entry, defaults = option.entry, req.cluster
-    known = option.provider in available_drivers()
-    image = defaults.image or (provider_record(option.provider).default_image if known else None)
+    record = find_record(option.provider)
+    image = defaults.image or (record.default_image if record else None)
     if image is None:
         raise InvalidSpecError(f"cluster.image: the plan chose {option.provider}, which has no default image: give "
                                "cluster.image in the requirements", field="cluster.image", value=None)

@@ -138,6 +138,3 @@ class ProviderRecord:
             return load_target(self.billing_refusal)(billing)  # type: ignore[no-any-return]
         return (f"{self.name} does not sell {billing.value} nodes through metalfleet: capacity.billing must be one of "
                 f"{', '.join(b.value for b in self.billing)}")
-
-    def prices(self) -> PriceSource | None:
-        return load_target(self.price_source) if self.price_source else None

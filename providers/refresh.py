@@ -42,9 +42,10 @@ class _PriceSources(Mapping[str, Callable[[], PriceSource]]):
         return [r.name for r in provider_records() if r.price_source is not None]
 
     def __getitem__(self, name: str) -> Callable[[], PriceSource]:
-        from .registry import provider_record
+        from .registry import find_record
 
-        source = provider_record(name).price_source if name in self._names() else None
+        record = find_record(name)
+        source = record.price_source if record else None
         if source is None:
             raise KeyError(name)
         return lambda: load_target(source)

@@ -21,7 +21,8 @@ from .contract import ComputeDriver
 from .errors import InvalidSpecError, MetalfleetError
 from .record import ProviderRecord
 
-__all__ = ["available_drivers", "get_driver", "parse_driver_config", "provider_record", "provider_records"]
+__all__ = ["available_drivers", "find_record", "get_driver", "parse_driver_config", "provider_record",
+           "provider_records"]
 
 ENTRY_POINT_GROUP = "metalfleet.providers"
 #: Driver-only registrations (the group before provider records).
@@ -62,12 +63,18 @@ def _record(name: str, ep: EntryPoint) -> ProviderRecord:
     return value
 
 
+def find_record(name: str) -> ProviderRecord | None:
+    """The record of provider ``name``, or None when no such provider is registered."""
+    ep = _registered().get(name)
+    return _record(name, ep) if ep is not None else None
+
+
 def provider_record(name: str) -> ProviderRecord:
     """The record of provider ``name``; an InvalidSpecError (``provider``) listing the others when none is."""
-    ep = _registered().get(name)
-    if ep is None:
+    record = find_record(name)
+    if record is None:
         raise _unknown(name)
-    return _record(name, ep)
+    return record
 
 
 def provider_records() -> list[ProviderRecord]:
@@ -89,8 +96,8 @@ def get_driver(name: str, **config: Any) -> ComputeDriver:
 
 def _factory(name: str) -> Any:
     """The constructor of driver ``name`` (not called: no SDK is imported), or None for an unknown name."""
-    ep = _registered().get(name)
-    return _record(name, ep).factory() if ep is not None else None
+    record = find_record(name)
+    return record.factory() if record is not None else None
 
 
 def _split_union(text: str) -> list[str]:

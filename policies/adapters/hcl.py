@@ -36,7 +36,7 @@ from metalfleet.providers.textfile import BadFileError, read_text_file
 from ..config import Suppression
 from ..model import UNKNOWN, Resource
 from .common import Assumptions
-from .terraform import PlanReader, _Change, _ResourceChange
+from .terraform import PlanReader, _ResourceChange, created
 
 __all__ = ["TfModule", "read_tf"]
 
@@ -382,11 +382,9 @@ def _plan_of(module: TfModule, scope: dict[str, Any], changes: list[_ResourceCha
         built = _resource(res, scope)
         address = f"{module.prefix}{res.type}.{res.name}"
         grouped = "count" in res.body or "for_each" in res.body
-        change = _Change(actions=["create"], after=msgspec.Raw(msgspec.json.encode(built.after)),
-                         after_unknown=msgspec.Raw(msgspec.json.encode(built.unknown)))
         changes.append(_ResourceChange(address=f"{address}[*]" if grouped else address, type=res.type,
                                        module_address=module.prefix.rstrip(".") or None, name=res.name,
-                                       change=change))
+                                       change=created(built.after, built.unknown)))
         if n is not None and n > 1:
             counts[address] = n
         owners[changes[-1].address] = _Owner(res, origin or res.file, scope, built.defaults)
@@ -403,9 +401,7 @@ def _plan_of(module: TfModule, scope: dict[str, Any], changes: list[_ResourceCha
 
 
 def _change(rc: _ResourceChange, built: _Built) -> _ResourceChange:
-    return msgspec.structs.replace(rc, change=_Change(
-        actions=["create"], after=msgspec.Raw(msgspec.json.encode(built.after)),
-        after_unknown=msgspec.Raw(msgspec.json.encode(built.unknown))))
+    return msgspec.structs.replace(rc, change=created(built.after, built.unknown))
 
 
 def read_tf(path: str | Path, assume: Assumptions) -> tuple[list[Resource], list[Suppression], list[str]]:

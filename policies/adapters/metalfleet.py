@@ -29,9 +29,10 @@ def driver_facts(provider: str) -> dict[str, Any]:
     """What ``provider``'s record says its driver guarantees: ``imds_tokens`` (True, or None: no metadata service),
     ``volume_tags`` (``"node"``, UNKNOWN, or None: no separate volumes), ``own_network``, and a note for each; all
     UNKNOWN for a provider that is not registered or states nothing."""
-    from metalfleet.providers.registry import available_drivers, provider_record
+    from metalfleet.providers.registry import find_record
 
-    facts = provider_record(provider).policy_facts if provider in available_drivers() else None
+    record = find_record(provider)
+    facts = record.policy_facts if record else None
     if facts is None:
         return {"imds_tokens": UNKNOWN, "imds_note": note("metalfleet.driver.unknown"), "volume_tags": UNKNOWN,
                 "volume_tags_note": note("metalfleet.driver.unknown"), "own_network": False}
@@ -41,10 +42,9 @@ def driver_facts(provider: str) -> dict[str, Any]:
             "volume_tags_note": _guarantee_note(tags) if tags else "", "own_network": facts.own_network}
 
 
-def _volume(name: str, role: str, v: Mapping[str, Any], default_key: Any, provider: str, base: dict[str, Any],
-            where: Location, tags_where: Location, enc_where: Location | None = None) -> Volume:
+def _volume(name: str, role: str, v: Mapping[str, Any], default_key: Any, facts: Mapping[str, Any],
+            base: dict[str, Any], where: Location, tags_where: Location, enc_where: Location | None = None) -> Volume:
     key = v.get("kms_key_id") or default_key
-    facts = driver_facts(provider)
     notes: dict[str, str] = {}
     if not key:
         notes["kms_key"] = note("metalfleet.storage.kms_key_id")
@@ -94,10 +94,10 @@ def cluster_resources(spec: Mapping[str, Any], where: Where, source: str, type_n
             locations={"public_ip": where("network", "public_ip"), "tags": where("tags"),
                        "placement_group": where("placement"), "metadata_tokens_required": where("provider")}))
         root = storage.get("root") or {"size_gib": 200}
-        out.append(_volume(f"{name} root volume", "root", root, storage.get("kms_key_id"), provider, base,
+        out.append(_volume(f"{name} root volume", "root", root, storage.get("kms_key_id"), facts, base,
                            where("storage", "root"), where("tags"), where("storage", "root", "encrypted")))
         for i, v in enumerate(storage.get("data") or []):
-            out.append(_volume(f"{name} data volume {i}", "data", v, storage.get("kms_key_id"), provider, base,
+            out.append(_volume(f"{name} data volume {i}", "data", v, storage.get("kms_key_id"), facts, base,
                                where("storage", "data", i), where("tags"), where("storage", "data", i, "encrypted")))
     if "ssh" in parts:
         pinned = bool(ssh.get("pin_on_first_contact"))
@@ -154,7 +154,7 @@ def node_resources(provider: str, spec: Mapping[str, Any], name: str, location: 
             *(("data", v) for v in spec.get("data_volumes") or [])]
     for i, (role, v) in enumerate(vols):
         label = "root volume" if role == "root" else f"data volume {i - 1}"
-        out.append(_volume(f"{name} {label}", role, v, None, provider, base, location, location))
+        out.append(_volume(f"{name} {label}", role, v, None, facts, base, location, location))
     return out
 
 

@@ -20,7 +20,7 @@ from ..model import UNKNOWN, Location, Resource
 from .common import Assumptions, ShapeError, json_type, snake, snake_keys
 from .metalfleet import cluster_resources, network_resources, node_resources
 from .native import ACCOUNT_SETTINGS, PULUMI_TYPES, account_settings, native_resources
-from .terraform import _COMPUTE, _GROUPS, _INTERFACES, _VOLUMES, PlanReader, _Change, _ResourceChange
+from .terraform import _COMPUTE, _GROUPS, _INTERFACES, _VOLUMES, PlanReader, _ResourceChange, created
 
 __all__ = ["METALFLEET_TYPES", "metalfleet_kind", "plain", "pulumi_resources", "resources_from_export",
            "resources_from_preview"]
@@ -215,9 +215,7 @@ def _from_states(states: Iterable[Mapping[str, Any]], file: str, assume: Assumpt
             continue
         after, unknown = _split(data[address])
         tf, name = address.split(".")
-        changes.append(_ResourceChange(address=address, type=tf, name=name, change=_Change(
-            actions=["create"], after=msgspec.Raw(msgspec.json.encode(after)),
-            after_unknown=msgspec.Raw(msgspec.json.encode(unknown)))))
+        changes.append(_ResourceChange(address=address, type=tf, name=name, change=created(after, unknown)))
         config.append({"address": address, "mode": "managed", "type": tf, "name": name,
                        "expressions": _references(after, unknown, state.get("propertyDependencies"), addresses)})
     views: dict[str, list[Resource]] = {}

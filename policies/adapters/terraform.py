@@ -31,7 +31,7 @@ from ..yamlpos import suppression_comments
 from .common import Assumptions, ShapeError, gpu_type, maybe_bool
 from .native import ACCOUNT_SETTINGS, FIELDS, NATIVE, account_settings, native_resources
 
-__all__ = ["LINKS", "PlanError", "PlanReader", "read_plan"]
+__all__ = ["LINKS", "PlanError", "PlanReader", "created", "read_plan"]
 
 
 class PlanError(ShapeError):
@@ -42,6 +42,13 @@ class _Change(msgspec.Struct):
     actions: list[str] = []
     after: msgspec.Raw = msgspec.Raw(b"null")
     after_unknown: msgspec.Raw = msgspec.Raw(b"null")
+
+
+def created(after: Any, unknown: Any) -> _Change:
+    """What a plan holds for a resource it creates: ``after`` planned, ``unknown`` the values known only after apply
+    (the input a ``.tf`` file or a Pulumi document is turned into, so this reader reads them too)."""
+    return _Change(actions=["create"], after=msgspec.Raw(msgspec.json.encode(after)),
+                   after_unknown=msgspec.Raw(msgspec.json.encode(unknown)))
 
 
 class _ResourceChange(msgspec.Struct):
