@@ -8,8 +8,8 @@ the CLI renders what they return (``stacks/cli/offerings.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -44,18 +44,26 @@ class OfferingRow:
     interconnect: Interconnect
     interconnect_gbps: float | None
     fabric: Fabric
-    fabric_cards: int
+    fabric_cards: int | None
     fabric_gbps: float | None
     vcpus: int | None
     cpus_per_gpu: float | None
     cores_per_gpu: float | None
-    nvme_count: int
+    nvme_count: int | None
     nvme_size_gib: int | None
     bare_metal: bool
     orderable: bool
     billing_models: tuple[str, ...]
     prices: tuple[Price, ...]
     constraints: tuple[str, ...]
+    memory_gib: int | None = None
+    cpu_cores: int | None = None
+    #: figure -> why it is not known (its value is None).
+    unknown: Mapping[str, str] = field(default_factory=dict)
+    #: figure -> why it is given though no provider page states it.
+    unverified: Mapping[str, str] = field(default_factory=dict)
+    #: What is sold here but not priced, and why: ``monthly, reserved_1y: <why>``.
+    unpriced: tuple[str, ...] = ()
 
     @property
     def rdma(self) -> bool:
@@ -70,10 +78,13 @@ class OfferingRow:
             "rdma": self.rdma, "vcpus": self.vcpus, "cpus_per_gpu": self.cpus_per_gpu,
             "cores_per_gpu": self.cores_per_gpu, "nvme_count": self.nvme_count,
             "nvme_size_gib": self.nvme_size_gib, "bare_metal": self.bare_metal, "orderable": self.orderable,
+            "memory_gib": self.memory_gib, "cpu_cores": self.cpu_cores,
             "billing_models": list(self.billing_models), "constraints": list(self.constraints),
-            "prices": [{"billing": p.billing.value, "hourly": p.hourly, "currency": p.currency,
-                        "as_of": p.as_of.isoformat(), "age_days": (today - p.as_of).days, "source": p.source}
+            "prices": [{"billing": p.billing.value, "hourly": p.hourly, "per": p.per, "listed": p.listed,
+                        "currency": p.currency, "as_of": p.as_of.isoformat(), "age_days": (today - p.as_of).days,
+                        "source": p.source}
                        for p in self.prices],
+            "unknown": dict(self.unknown), "unverified": dict(self.unverified), "unpriced": list(self.unpriced),
         }
 
 
@@ -112,6 +123,14 @@ def catalogue_rows(catalog: Catalog, *, providers: Sequence[str] = (), region: s
             billing = tuple(p.billing.value for p in prices)
             if e.billing_terms.block_windows and BillingModel.CAPACITY_BLOCK.value not in billing:
                 billing += (f"{BillingModel.CAPACITY_BLOCK.value} (unpriced)",)
+            unpriced = []
+            for price_list, u in catalog.unpriced(e.provider, r, e.name):
+                models = [b.value for b in u.billing if b.value not in billing] if u.billing else []
+                if u.billing and not models:
+                    continue  # priced by a newer list
+                billing += tuple(f"{m} (unpriced)" for m in models) or ("(unpriced)",)
+                unpriced.append(f"{', '.join(models) or 'every billing model'}: {u.why} (price list of "
+                                f"{price_list.as_of.isoformat()})")
             rows.append(OfferingRow(
                 provider=e.provider, name=e.name, region=r, vendor=e.vendor, gpu_model=e.gpu_model,
                 gpu_count=e.gpu_count, gpu_memory_gib=e.gpu_memory_gib, interconnect=e.interconnect,
@@ -119,7 +138,9 @@ def catalogue_rows(catalog: Catalog, *, providers: Sequence[str] = (), region: s
                 fabric_gbps=e.fabric_gbps, vcpus=e.vcpus, cpus_per_gpu=e.cpus_per_gpu,
                 cores_per_gpu=e.cores_per_gpu, nvme_count=e.nvme_count,
                 nvme_size_gib=e.nvme_size_gib, bare_metal=e.bare_metal, orderable=e.orderable,
-                billing_models=billing, prices=prices, constraints=_constraints(e)))
+                billing_models=billing, prices=prices, constraints=_constraints(e), memory_gib=e.memory_gib,
+                cpu_cores=e.cpu_cores, unknown=e.unknown, unverified=e.unverified,
+                unpriced=tuple(dict.fromkeys(unpriced))))
     return rows
 
 

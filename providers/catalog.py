@@ -27,16 +27,37 @@ from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
 from .errors import InvalidSpecError
-from .models import BillingModel, Fabric, Interconnect, Offering, Price
+from .models import PERIOD_HOURS, BillingModel, Fabric, Interconnect, Offering, Price
 
-__all__ = ["ANY_REGION", "BillingTerms", "BlockWindow", "Catalog", "CatalogOffering", "PriceList", "Vendor",
-           "catalog_document", "catalog_from_file", "load_catalog", "offered_record", "orderable_offerings",
-           "parse_catalog"]
+__all__ = ["ANY_REGION", "FIGURES", "IDENTITY", "BillingTerms", "BlockWindow", "Catalog", "CatalogOffering",
+           "FigureSource", "PriceList", "Unpriced", "Vendor", "catalog_document", "catalog_from_file", "load_catalog",
+           "offered_record", "orderable_offerings", "parse_catalog"]
 
 Vendor = Literal["nvidia", "ascend", "none"]
 #: The region key of a price list whose prices hold in every region.
 ANY_REGION = "*"
 _SCHEMA = 1
+#: The hardware figures of an entry: each is cited by one of its ``sources`` or is null with an ``unknown`` reason
+#: (tests/providers/test_catalog_sources.py holds the shipped catalogue to it).
+#: The figures an entry must give (not nullable): uncited, they carry an ``unverified`` reason instead.
+IDENTITY = ("gpu_model", "gpu_count", "interconnect", "fabric", "bare_metal")
+FIGURES = ("gpu_model", "gpu_count", "gpu_memory_gib", "interconnect", "interconnect_gbps", "fabric", "fabric_cards",
+           "fabric_gbps", "vcpus", "cpu_cores", "memory_gib", "nvme_count", "nvme_size_gib", "bare_metal")
+
+
+@dataclass(frozen=True)
+class FigureSource:
+    """Where figures of an entry come from: the provider's own page (``url``), the day it was read, the
+    figures it gives (``fields``) and what it says, in a few words."""
+
+    url: str
+    read: date
+    fields: tuple[str, ...]
+    says: str
+    #: The page's own "last updated" date where it shows one ("" where not).
+    page_updated: str = ""
+    #: How the page's text was read where not from the page itself (e.g. the provider's published docs source).
+    via: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,8 @@ class BillingTerms:
     block_windows: tuple[BlockWindow, ...] = ()
     block_max_instances: int | None = None
     block_lead_days: int | None = None
+    #: Regions that sell Capacity Blocks of the offering (empty: not listed, any region it is priced in).
+    block_regions: tuple[str, ...] = ()
     spot_interruption: str = ""
     notes: str = ""
 
@@ -97,11 +120,11 @@ class CatalogOffering:
     interconnect: Interconnect
     interconnect_gbps: float | None
     fabric: Fabric
-    fabric_cards: int
+    fabric_cards: int | None
     fabric_gbps: float | None
     vcpus: int | None
     memory_gib: int | None
-    nvme_count: int
+    nvme_count: int | None
     nvme_size_gib: int | None
     bare_metal: bool
     #: The provider's driver lists and orders it; False: known for inventories and baselines only.
@@ -117,6 +140,29 @@ class CatalogOffering:
     billing_terms: BillingTerms = BillingTerms()
     #: Physical CPU cores (vCPUs count hardware threads); None where no source gives them.
     cpu_cores: int | None = None
+    #: Where each figure comes from (the provider's pages, dated).
+    sources: tuple[FigureSource, ...] = ()
+    #: figure -> why it is not known (the figure is None).
+    unknown: Mapping[str, str] = field(default_factory=dict)
+    #: figure -> why it is given though no source states it: only for the figures an entry cannot leave out
+    #: (:data:`IDENTITY`), e.g. a GPU model the provider's page does not name; shown as unverified.
+    unverified: Mapping[str, str] = field(default_factory=dict)
+
+    def cited(self, figure: str) -> list[FigureSource]:
+        """The sources that give ``figure``."""
+        return [s for s in self.sources if figure in s.fields]
+
+    def figure_gaps(self) -> list[str]:
+        """Figures neither cited by a source nor null with a reason: what a catalogue entry must not have."""
+        gaps = []
+        for figure in FIGURES:
+            value = getattr(self, figure)
+            if value is None:
+                if not self.unknown.get(figure):
+                    gaps.append(f"{figure}: null without an `unknown` reason")
+            elif not self.cited(figure) and not self.unverified.get(figure):
+                gaps.append(f"{figure}: {value!r} cited by no source")
+        return gaps
 
     @property
     def cpus_per_gpu(self) -> float | None:
@@ -133,10 +179,24 @@ class CatalogOffering:
         return Offering(
             provider=self.provider, name=self.name, gpu_model=self.gpu_model, gpu_count=self.gpu_count,
             gpu_memory_gib=self.gpu_memory_gib or 0, interconnect=self.interconnect,
-            interconnect_gbps=self.interconnect_gbps or 0.0, fabric=self.fabric, fabric_cards=self.fabric_cards,
+            interconnect_gbps=self.interconnect_gbps or 0.0, fabric=self.fabric, fabric_cards=self.fabric_cards or 0,
             fabric_gbps=self.fabric_gbps or 0.0, vcpus=self.vcpus or 0, memory_gib=self.memory_gib or 0,
-            nvme_count=self.nvme_count, nvme_size_gib=self.nvme_size_gib or 0, bare_metal=self.bare_metal,
+            nvme_count=self.nvme_count or 0, nvme_size_gib=self.nvme_size_gib or 0, bare_metal=self.bare_metal,
             prices=prices)
+
+
+@dataclass(frozen=True)
+class Unpriced:
+    """Offerings a price list knows are sold but cannot price, and why (``regions`` / ``billing`` empty: all)."""
+
+    offering: str
+    why: str
+    regions: tuple[str, ...] = ()
+    billing: tuple[BillingModel, ...] = ()
+
+    def covers(self, region: str, name: str, billing: BillingModel | None) -> bool:
+        return name == self.offering and (not self.regions or region in self.regions or ANY_REGION in self.regions) \
+            and (billing is None or not self.billing or billing in self.billing)
 
 
 @dataclass(frozen=True)
@@ -154,17 +214,29 @@ class PriceList:
     block_storage_gib_month: float | None = None
     shared_storage_gib_month: float | None = None
     egress_gib: float | None = None
+    #: (region, offering, billing) -> the period a price is listed per where it is not an hour (month, year).
+    listed_per: Mapping[tuple[str, str, BillingModel], str] = field(default_factory=dict)
+    #: What is sold but not priced here, with why.
+    unpriced: tuple[Unpriced, ...] = ()
+    #: What the refresh that wrote this list changed (region, offering, billing, old, new per hour); () otherwise.
+    changed: tuple[Mapping[str, Any], ...] = ()
 
     def prices(self, region: str, offering: str) -> tuple[Price, ...]:
         """The prices of ``offering`` in ``region``, in BillingModel order; () where none are listed.
         A regional price names its region in ``source``."""
         if offering in self.regions.get(region, {}):
-            entry, source = self.regions[region][offering], f"{self.source} (region {region})"
+            key, source = region, f"{self.source} (region {region})"
         elif offering in self.regions.get(ANY_REGION, {}):
-            entry, source = self.regions[ANY_REGION][offering], self.source
+            key, source = ANY_REGION, self.source
         else:
             return ()
-        return tuple(Price(b, entry[b], self.currency, self.as_of, source) for b in BillingModel if b in entry)
+        entry = self.regions[key][offering]
+        return tuple(Price(b, entry[b], self.currency, self.as_of, source,
+                           self.listed_per.get((key, offering, b), "hour")) for b in BillingModel if b in entry)
+
+    def why_unpriced(self, region: str, offering: str, billing: BillingModel | None = None) -> str | None:
+        """Why this list cannot price ``offering`` in ``region`` (under ``billing``); None where it says nothing."""
+        return next((u.why for u in self.unpriced if u.covers(region, offering, billing)), None)
 
 
 @dataclass(frozen=True)
@@ -201,11 +273,27 @@ class Catalog:
                     found.setdefault(price.billing, price)
         return tuple(found[b] for b in BillingModel if b in found)
 
+    def why_unpriced(self, provider: str, region: str, name: str, billing: BillingModel | None = None) -> str | None:
+        """Why no price of ``name`` in ``region`` (under ``billing``) is listed, where a price list of ``provider``
+        says (the list and its date named); None where none does."""
+        for price_list in self.price_lists:
+            if price_list.provider == provider:
+                why = price_list.why_unpriced(region, name, billing)
+                if why:
+                    return f"{why} ({price_list.provider} price list of {price_list.as_of.isoformat()})"
+        return None
+
+    def unpriced(self, provider: str, region: str | None, name: str) -> list[tuple[PriceList, Unpriced]]:
+        """Every record of ``provider``'s price lists saying ``name`` is sold but unpriced in ``region`` (None:
+        in any region)."""
+        return [(pl, u) for pl in self.price_lists if pl.provider == provider for u in pl.unpriced
+                if u.offering == name and (region is None or u.covers(region, name, None))]
+
     def regions(self, provider: str, name: str) -> list[str]:
         """Regions an offering is listed in: its own ``regions`` then every region a price list prices it in
         (``*``: every region), in first-seen order."""
         entry = self.get(provider, name)
-        out = list(entry.regions) if entry else []
+        out = list(dict.fromkeys([*entry.regions, *entry.billing_terms.block_regions])) if entry else []
         for price_list in self.price_lists:
             if price_list.provider == provider:
                 out.extend(r for r, table in price_list.regions.items() if name in table and r not in out)
@@ -234,15 +322,16 @@ class Catalog:
 _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {  # name -> (JSON type, may be null)
     "provider": (str, False), "name": (str, False), "vendor": (str, False), "gpu_model": (str, False),
     "gpu_count": (int, False), "gpu_memory_gib": (int, True), "interconnect": (str, False),
-    "interconnect_gbps": ((int, float), True), "fabric": (str, False), "fabric_cards": (int, False),
-    "fabric_gbps": ((int, float), True), "vcpus": (int, True), "memory_gib": (int, True), "nvme_count": (int, False),
+    "interconnect_gbps": ((int, float), True), "fabric": (str, False), "fabric_cards": (int, True),
+    "fabric_gbps": ((int, float), True), "vcpus": (int, True), "memory_gib": (int, True), "nvme_count": (int, True),
     "nvme_size_gib": (int, True), "bare_metal": (bool, False), "orderable": (bool, False), "baseline": (str, True),
     "source": (str, False), "notes": (str, True), "regions": (list, False), "zones": (dict, False),
-    "billing_terms": (dict, False), "cpu_cores": (int, True),
+    "billing_terms": (dict, False), "cpu_cores": (int, True), "sources": (list, False), "unknown": (dict, False),
+    "unverified": (dict, False),
 }
-_OPTIONAL = {"notes", "regions", "zones", "billing_terms", "cpu_cores"}
+_OPTIONAL = {"notes", "regions", "zones", "billing_terms", "cpu_cores", "sources", "unknown", "unverified"}
 _TERMS = {"prepaid_only": bool, "capacity_block": dict, "spot_interruption": str, "notes": str}
-_BLOCK = {"windows": list, "max_instances": int, "lead_days": int}
+_BLOCK = {"windows": list, "max_instances": int, "lead_days": int, "regions": list}
 
 
 def _bad(source: str, where: str, value: object, why: str) -> InvalidSpecError:
@@ -311,7 +400,51 @@ def _entry(raw: object, where: str, source: str) -> CatalogOffering:
     values["zones"] = MappingProxyType({
         str(r): tuple(_strings(z, f"{where}.zones.{r}", source)) for r, z in (values.get("zones") or {}).items()})
     values["billing_terms"] = _terms(values.get("billing_terms") or {}, f"{where}.billing_terms", source)
+    values["sources"] = tuple(_figure_source(s, f"{where}.sources.{i}", source)
+                              for i, s in enumerate(values.get("sources") or []))
+    unknown = values.get("unknown") or {}
+    for figure, why in unknown.items():
+        at = f"{where}.unknown.{figure}"
+        if figure not in FIGURES:
+            raise _bad(source, at, figure, f"not a figure ({', '.join(FIGURES)})")
+        if not isinstance(why, str) or not why.strip():
+            raise _bad(source, at, why, "expected the reason the figure is not known")
+        if values.get(figure) is not None:
+            raise _bad(source, at, why, f"{figure} is given ({values[figure]!r}): a known figure has no unknown "
+                                        "reason")
+    values["unknown"] = MappingProxyType(dict(unknown))
+    unverified = values.get("unverified") or {}
+    for figure, why in unverified.items():
+        at = f"{where}.unverified.{figure}"
+        if figure not in IDENTITY:
+            raise _bad(source, at, figure, f"only {', '.join(IDENTITY)} may be unverified; an unknown other figure "
+                                           "is null with an `unknown` reason")
+        if not isinstance(why, str) or not why.strip():
+            raise _bad(source, at, why, "expected why the figure is given without a source")
+    values["unverified"] = MappingProxyType(dict(unverified))
     return CatalogOffering(**values)
+
+
+def _figure_source(raw: object, where: str, source: str) -> FigureSource:
+    if not isinstance(raw, dict):
+        raise _bad(source, where, raw, "must be a mapping of url, read, fields, says")
+    _typed(raw, {"url": str, "read": str, "fields": list, "says": str, "page_updated": str, "via": str}, where,
+           source)
+    for key in ("url", "read", "fields", "says"):
+        if not raw.get(key):
+            raise _bad(source, f"{where}.{key}", raw.get(key), "missing")
+    if not str(raw["url"]).startswith("https://"):
+        raise _bad(source, f"{where}.url", raw["url"], "expected an https:// address")
+    try:
+        read = date.fromisoformat(str(raw["read"]))
+    except ValueError:
+        raise _bad(source, f"{where}.read", raw["read"], "not a date (YYYY-MM-DD)") from None
+    fields = _strings(raw["fields"], f"{where}.fields", source)
+    for figure in fields:
+        if figure not in FIGURES:
+            raise _bad(source, f"{where}.fields", figure, f"not a figure ({', '.join(FIGURES)})")
+    return FigureSource(url=str(raw["url"]), read=read, fields=tuple(fields), says=str(raw["says"]),
+                        page_updated=str(raw.get("page_updated") or ""), via=str(raw.get("via") or ""))
 
 
 def _strings(raw: object, where: str, source: str) -> list[str]:
@@ -347,6 +480,8 @@ def _terms(raw: dict[str, Any], where: str, source: str) -> BillingTerms:
         windows.append(window)
     return BillingTerms(prepaid_only=bool(raw.get("prepaid_only", False)), block_windows=tuple(windows),
                         block_max_instances=block.get("max_instances"), block_lead_days=block.get("lead_days"),
+                        block_regions=tuple(_strings(block["regions"], f"{where}.capacity_block.regions", source))
+                        if block.get("regions") else (),
                         spot_interruption=str(raw.get("spot_interruption", "")), notes=str(raw.get("notes", "")))
 
 
@@ -366,31 +501,77 @@ def _price_list(raw: object, where: str, source: str) -> PriceList:
     except ValueError:
         raise _bad(source, f"{where}.as_of", raw["as_of"], "not a date (YYYY-MM-DD)") from None
     regions: dict[str, Mapping[str, Mapping[BillingModel, float]]] = {}
+    listed_per: dict[tuple[str, str, BillingModel], str] = {}
     for region, table in _mapping(raw["regions"], f"{where}.regions", source).items():
         offerings: dict[str, Mapping[BillingModel, float]] = {}
         for name, rates in _mapping(table, f"{where}.regions.{region}", source).items():
             at = f"{where}.regions.{region}.{name}"
             parsed: dict[BillingModel, float] = {}
-            for billing, hourly in _mapping(rates, at, source).items():
+            for billing, value in _mapping(rates, at, source).items():
                 try:
                     model = BillingModel(billing)
                 except ValueError:
                     raise _bad(source, f"{at}.{billing}", billing,
                                f"not a billing model ({', '.join(BillingModel)})") from None
-                if not isinstance(hourly, int | float) or isinstance(hourly, bool) or hourly < 0:
-                    raise _bad(source, f"{at}.{billing}", hourly, "expected a price per hour, >= 0")
-                parsed[model] = float(hourly)
+                per, amount = _rate(value, f"{at}.{billing}", source)
+                parsed[model] = amount / PERIOD_HOURS[per]
+                if per != "hour":
+                    listed_per[(str(region), str(name), model)] = per
             offerings[str(name)] = MappingProxyType(parsed)
         regions[str(region)] = MappingProxyType(offerings)
+    unpriced = tuple(_unpriced(u, f"{where}.unpriced.{i}", source)
+                     for i, u in enumerate(_list(raw.get("unpriced"), f"{where}.unpriced", source)))
+    changed = tuple(MappingProxyType(_mapping(c, f"{where}.changed.{i}", source))
+                    for i, c in enumerate(_list(raw.get("changed"), f"{where}.changed", source)))
     extras: dict[str, float | None] = {}
     for key in ("block_storage_gib_month", "shared_storage_gib_month", "egress_gib"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
             raise _bad(source, f"{where}.{key}", value, "expected a price, >= 0")
         extras[key] = None if value is None else float(value)
+    for key in raw:
+        if key not in _PRICE_LIST_KEYS:
+            raise _bad(source, f"{where}.{key}", raw[key], f"unknown key (known: {', '.join(_PRICE_LIST_KEYS)})")
     return PriceList(provider=str(raw["provider"]), currency=str(raw["currency"]), as_of=as_of,
                      source=str(raw["source"]), notes=str(raw.get("notes") or ""), regions=MappingProxyType(regions),
-                     **extras)
+                     listed_per=MappingProxyType(listed_per), unpriced=unpriced, changed=changed, **extras)
+
+
+_PRICE_LIST_KEYS = ("provider", "currency", "as_of", "source", "notes", "regions", "block_storage_gib_month",
+                    "shared_storage_gib_month", "egress_gib", "unpriced", "changed")
+
+
+def _rate(value: object, where: str, source: str) -> tuple[str, float]:
+    """(period, amount) of one price: a number is per hour; ``{"month": 98000}`` / ``{"year": ...}`` is a
+    subscription's price as its page lists it."""
+    if isinstance(value, dict):
+        if len(value) != 1 or next(iter(value)) not in PERIOD_HOURS:
+            raise _bad(source, where, value, f"expected a price per hour, or one of {{{', '.join(PERIOD_HOURS)}: "
+                                             "price}")
+        per, amount = next(iter(value.items()))
+    else:
+        per, amount = "hour", value
+    if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
+        raise _bad(source, where, amount, f"expected a price per {per}, >= 0")
+    return str(per), float(amount)
+
+
+def _unpriced(raw: object, where: str, source: str) -> Unpriced:
+    if not isinstance(raw, dict):
+        raise _bad(source, where, raw, "must be a mapping of offering, why, regions, billing")
+    _typed(raw, {"offering": str, "why": str, "regions": list, "billing": list}, where, source)
+    for key in ("offering", "why"):
+        if not raw.get(key):
+            raise _bad(source, f"{where}.{key}", raw.get(key), "missing")
+    billing = []
+    for value in _strings(raw.get("billing") or [], f"{where}.billing", source) if raw.get("billing") else []:
+        try:
+            billing.append(BillingModel(value))
+        except ValueError:
+            raise _bad(source, f"{where}.billing", value, f"not a billing model ({', '.join(BillingModel)})") from None
+    regions = _strings(raw["regions"], f"{where}.regions", source) if raw.get("regions") else []
+    return Unpriced(offering=str(raw["offering"]), why=str(raw["why"]), regions=tuple(regions),
+                    billing=tuple(billing))
 
 
 def parse_catalog(doc: object, source: str = "<catalog>") -> Catalog:
@@ -415,6 +596,10 @@ def parse_catalog(doc: object, source: str = "<catalog>") -> Catalog:
                 if (price_list.provider, name) not in seen:
                     raise _bad(source, f"price_lists.{i}.regions.{region}.{name}", name,
                                f"a price for an offering the catalogue does not list for {price_list.provider}")
+        for j, u in enumerate(price_list.unpriced):
+            if (price_list.provider, u.offering) not in seen:
+                raise _bad(source, f"price_lists.{i}.unpriced.{j}.offering", u.offering,
+                           f"an offering the catalogue does not list for {price_list.provider}")
     return Catalog(entries=entries, price_lists=lists)
 
 

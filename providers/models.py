@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "PERIOD_HOURS",
     "BillingModel",
     "Fabric",
     "Interconnect",
@@ -88,13 +89,27 @@ class NodeState(StrEnum):
 
 @dataclass(frozen=True)
 class Price:
-    """One price point; dated and sourced because GPU prices move monthly."""
+    """One price point; dated and sourced because GPU prices move monthly.
+
+    ``hourly`` is what every cost is computed from; ``per`` says how the provider lists it (``hour``, or a
+    subscription's ``month`` / ``year``, then ``hourly`` is that price over 730 / 8760 h) so a plan can show the
+    figure the price page shows."""
 
     billing: BillingModel
     hourly: float
     currency: str
     as_of: date
     source: str
+    per: str = "hour"
+
+    @property
+    def listed(self) -> float:
+        """The price as the provider lists it: per hour, or per month / year of subscription."""
+        return self.hourly * PERIOD_HOURS[self.per]
+
+
+#: Hours in each period a price is listed per (a month is 8760 / 12 h, as AWS's and Alibaba's price pages bill).
+PERIOD_HOURS = {"hour": 1.0, "month": 730.0, "year": 8760.0}
 
 
 @dataclass(frozen=True)

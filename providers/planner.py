@@ -21,7 +21,7 @@ from typing import Any
 from .catalog import ANY_REGION, BillingTerms, Catalog, CatalogOffering, load_catalog
 from .checks import RDMA_FABRICS
 from .errors import InvalidSpecError, MetalfleetError
-from .models import BillingModel, Interconnect, Price
+from .models import PERIOD_HOURS, BillingModel, Interconnect, Price
 from .requirements import HOURS_PER_MONTH, HOURS_PER_YEAR, PlanRequirements, load_requirements, parse_requirements
 from .spec import billing_problem
 
@@ -124,6 +124,8 @@ class Rejected:
     region: str | None
     billing: BillingModel | None
     reason: str
+    #: Sold, but the catalogue has no price for it (the plan lists these apart: options it could not price).
+    unpriced: bool = False
 
     def __str__(self) -> str:
         where = " ".join(x for x in (self.provider, self.region or "", self.offering,
@@ -143,6 +145,16 @@ class Plan:
     @property
     def feasible(self) -> bool:
         return bool(self.options)
+
+    @property
+    def not_feasible(self) -> tuple[Rejected, ...]:
+        """Refusals: what cannot run the job (the unpriced are apart)."""
+        return tuple(r for r in self.rejected if not r.unpriced)
+
+    @property
+    def unpriced(self) -> tuple[Rejected, ...]:
+        """Options that might run the job but could not be priced, each with why."""
+        return tuple(r for r in self.rejected if r.unpriced)
 
     @property
     def best(self) -> Option:
@@ -299,9 +311,10 @@ def _warnings(req: PlanRequirements, entry: CatalogOffering, billing: BillingMod
     if nodes > 1 and entry.fabric not in RDMA_FABRICS:
         out.append(f"no RDMA fabric for a {nodes}-node job: NCCL falls back to TCP sockets")
     if req.checks.min_nvme_tib_per_node:
-        nvme_tib = entry.nvme_count * (entry.nvme_size_gib or 0) / 1024
+        nvme_tib = (entry.nvme_count or 0) * (entry.nvme_size_gib or 0) / 1024
         if nvme_tib < req.checks.min_nvme_tib_per_node:
-            known = "" if entry.nvme_size_gib is not None or not entry.nvme_count else " (size not known)"
+            known = " (count not known)" if entry.nvme_count is None else \
+                "" if entry.nvme_size_gib is not None or not entry.nvme_count else " (size not known)"
             out.append(f"{nvme_tib:.1f} TiB local NVMe per node{known}, below {req.checks.min_nvme_tib_per_node:g} TiB")
     terms = entry.billing_terms
     if billing == BillingModel.CAPACITY_BLOCK:
@@ -357,10 +370,11 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
         regions = _regions(req, catalog, entry)
         if not regions:
             listed = catalog.regions(entry.provider, entry.name)
-            reason = ("priced in no region" if not listed else
-                      "priced for every region: name the region in `regions`" if listed == [ANY_REGION] else
+            why = catalog.why_unpriced(entry.provider, ANY_REGION, entry.name)
+            reason = (f"priced in no region: {why}" if not listed and why else "priced in no region" if not listed
+                      else "priced for every region: name the region in `regions`" if listed == [ANY_REGION] else
                       f"priced only in {', '.join(listed)}, not in the allowed regions")
-            rejected.append(Rejected(entry.provider, entry.name, None, None, reason))
+            rejected.append(Rejected(entry.provider, entry.name, None, None, reason, unpriced=bool(not listed and why)))
             continue
         for region in regions:
             prices = {p.billing: p for p in catalog.prices(entry.provider, region, entry.name)}
@@ -368,10 +382,15 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
                 for p in catalog.prices(entry.provider, ANY_REGION, entry.name):
                     prices.setdefault(p.billing, p)
             usable = [b for b in allowed_billing if b in prices]
+            unpriced = [  # sold there, but the catalogue has no price: say so (and why, where it says), never drop it
+                Rejected(entry.provider, entry.name, region, billing,
+                         catalog.why_unpriced(entry.provider, region, entry.name, billing)
+                         or f"no list price for {billing.value} of {entry.name} in {region}", unpriced=True)
+                for billing in allowed_billing if billing not in prices and _sold(entry, billing, region)]
             if not usable:
                 priced = ", ".join(b.value for b in prices) or "none"
-                rejected.append(Rejected(entry.provider, entry.name, region, None,
-                                         f"no price for an allowed billing model (priced: {priced})"))
+                rejected.extend(unpriced or [Rejected(entry.provider, entry.name, region, None,
+                                                      f"no price for an allowed billing model (priced: {priced})")])
                 continue
             for billing in usable:
                 result = _option(req, catalog, entry, region, billing, prices[billing], nodes, hours, months, today)
@@ -381,22 +400,20 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
                     options.append(result)
                     price = prices[billing]
                     used_lists[(entry.provider, price.currency, price.as_of)] = price.source
-            for billing in allowed_billing:  # sold there, but the catalogue has no price: say so, never drop it
-                if billing not in prices and _sold(entry, billing):
-                    rejected.append(Rejected(entry.provider, entry.name, region, billing,
-                                             f"no list price for {billing.value} of {entry.name} in {region}"))
+            rejected.extend(unpriced)
     order = {b: i for i, b in enumerate(BillingModel)}
     options.sort(key=lambda o: (round(o.total, 2), o.provider, o.region, o.offering, order[o.billing]))
     return Plan(req, tuple(options), tuple(rejected), tuple(_assumptions(req, hours, used_lists)))
 
 
-def _sold(entry: CatalogOffering, billing: BillingModel) -> bool:
+def _sold(entry: CatalogOffering, billing: BillingModel, region: str | None = None) -> bool:
     """Whether ``entry`` can be bought under ``billing`` at all (its platform sells the model, its terms allow
     it): an unpriced model that is sold is listed as unpriced, one that is not sold is no option to price."""
     terms = entry.billing_terms
     if terms.prepaid_only and billing not in (BillingModel.MONTHLY, *_TERM_HOURS):
         return False
-    if billing == BillingModel.CAPACITY_BLOCK and not terms.block_windows:
+    if billing == BillingModel.CAPACITY_BLOCK and (not terms.block_windows or (
+            region is not None and terms.block_regions and region not in terms.block_regions)):
         return False
     return billing_problem(entry.provider, billing) is None
 
@@ -409,6 +426,8 @@ def _option(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering, reg
     unsold = billing_problem(entry.provider, billing)
     if unsold:  # priced, but not orderable so: the emitted spec would be refused
         return unsold
+    if billing == BillingModel.CAPACITY_BLOCK and terms.block_regions and region not in terms.block_regions:
+        return f"Capacity Blocks of {entry.name} are sold only in {', '.join(terms.block_regions)}"
     if billing == BillingModel.CAPACITY_BLOCK and terms.block_max_instances and nodes > terms.block_max_instances:
         return f"a Capacity Block holds at most {terms.block_max_instances} instances; the job needs {nodes}"
     rate = req.rate(price.currency)
@@ -420,8 +439,13 @@ def _option(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering, reg
     billed_hours, how = billed
     cur = req.currency
     converted = "" if price.currency == cur else f" (1 {price.currency} = {rate:g} {cur})"
-    lines = [CostLine("compute", nodes * price.hourly * billed_hours * rate,
-                      f"{nodes} nodes x {price.hourly:g} {price.currency}/h x {billed_hours:g} h ({how}){converted}")]
+    if price.per == "hour":
+        detail = f"{nodes} nodes x {price.hourly:g} {price.currency}/h x {billed_hours:g} h ({how}){converted}"
+    else:  # a subscription: as its page lists it, per month or year
+        periods = billed_hours / PERIOD_HOURS[price.per]
+        detail = (f"{nodes} nodes x {price.listed:,.2f} {price.currency}/{price.per} x {periods:g} {price.per}"
+                  f"{'s' if periods != 1 else ''} ({how}){converted}")
+    lines = [CostLine("compute", nodes * price.hourly * billed_hours * rate, detail)]
     unpriced: list[str] = []
     price_list = catalog.price_list_for(entry.provider, region, entry.name) or \
         catalog.price_list_for(entry.provider, ANY_REGION, entry.name)

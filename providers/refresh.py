@@ -8,9 +8,10 @@ A refresh list is dropped only when a newer refresh prices everything it priced.
 it is written: every offering still listed, every price point still priced.
 
 Price sources are per provider (:data:`PRICE_SOURCES`, from each provider record's ``price_source``): AWS's is
-the Price List query API (USD), Alibaba's ECS DescribePrice (CNY; pay-as-you-go hourly and a prepaid month over
-730 h), Huawei's the BSS price inquiry (on-demand BMS flavor prices in CNY; the prepaid period inquiry is not
-asked yet).
+the Price List query API (USD), Alibaba's ECS DescribePrice (CNY: pay-as-you-go and spot by the hour, a month, one
+and three years of subscription), Huawei's the BSS price inquiry (CNY: on demand, and a month or a year of the
+yearly/monthly servers BMS creates). The written list says what it changed (``changed``: region, offering,
+billing, old and new per hour), so the file itself records the refresh, not only its console report.
 """
 
 from __future__ import annotations
@@ -138,6 +139,10 @@ def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, c
                     report.unchanged += 1
                 else:
                     report.changes.append(PriceChange(provider, region, name, billing, old.get(billing), value))
+            if new:  # priced some models: name each sold model it could not price and that had no price before
+                for billing in _sold_models(provider, name, before):
+                    if billing not in new and billing not in old:
+                        report.unpriced.append(f"{provider} {region} {name} {billing.value}")
             for billing, value in old.items():
                 if billing not in new:
                     price = next(p for p in before.prices(provider, region, name) if p.billing == billing)
@@ -146,9 +151,12 @@ def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, c
     if not fresh:
         raise MetalfleetError(f"{provider}: the pricing API priced none of {', '.join(names)} in "
                               f"{', '.join(wanted)}; the catalogue is left as it was", provider=provider)
+    changed_here = [c for c in report.changes if c.provider == provider]
     new_list = {"provider": provider, "currency": currency, "as_of": today.isoformat(), "source": source,
                 "notes": f"{REFRESH_MARK} on {today.isoformat()}: only the prices the API gave; the lists below keep "
-                         "the rest", "regions": fresh}
+                         f"the rest; {len(changed_here)} price(s) changed or added", "regions": fresh,
+                "changed": [{"region": c.region, "offering": c.name, "billing": c.billing.value, "old": c.old,
+                             "new": c.new} for c in changed_here]}
     out = dict(doc)
     fresh_points = {(r, n, b) for r, t in fresh.items() for n, rates in t.items() for b in rates}
     kept_lists = []
@@ -168,6 +176,18 @@ def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, c
     if lost_entries or lost_points:  # a defect in the refresh, never a user error: refuse to write
         raise MetalfleetError(f"refresh would drop offerings {sorted(lost_entries)} or prices {sorted(lost_points)}")
     return out
+
+
+def _sold_models(provider: str, name: str, catalog: Catalog) -> list[BillingModel]:
+    """The billing models ``provider``'s record sells (all where it names none), for the unpriced report."""
+    from .registry import find_record
+
+    record = find_record(provider)
+    sold = tuple(record.billing) if record and record.billing else tuple(BillingModel)
+    entry = catalog.get(provider, name)
+    if entry is not None and not entry.billing_terms.block_windows:
+        sold = tuple(b for b in sold if b != BillingModel.CAPACITY_BLOCK)
+    return list(sold)
 
 
 def refresh_catalogue(catalog_path: str | None, out: str, *, providers: Sequence[str] = ("aws",),

@@ -11,15 +11,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidSpecError
-from .models import BillingModel, Fabric
+from .models import PERIOD_HOURS, BillingModel, Fabric
 from .spec import Flag, Int, Number
 
 __all__ = ["HOURS_PER_MONTH", "HOURS_PER_YEAR", "Checks", "ClusterDefaults", "Duration", "PlanRequirements",
            "StorageNeed", "load_requirements", "parse_requirements"]
 
 #: Hours in a billing month (730 = 8760 / 12, the convention AWS's and Alibaba's price pages use).
-HOURS_PER_MONTH = 730.0
-HOURS_PER_YEAR = 8760.0
+HOURS_PER_MONTH = PERIOD_HOURS["month"]
+HOURS_PER_YEAR = PERIOD_HOURS["year"]
 
 
 class _Strict(BaseModel):

@@ -133,7 +133,7 @@ class DocaOfed(Step[DocaSettings]):
 
     @classmethod
     def applies_to(cls, host: Host) -> bool:
-        return host.traits.fabric in (Fabric.INFINIBAND, Fabric.ROCE)
+        return _host_rdma(host)
 
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         s = self.settings
@@ -142,6 +142,12 @@ class DocaOfed(Step[DocaSettings]):
     def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         yield from packages_plan(manager(ctx, facts), facts, {s.package: s.version}, what="DOCA-OFED")
+
+
+def _host_rdma(host: Host) -> bool:
+    """An IB or RoCE fabric on host HCAs (ConnectX): not an Ascend server's RoCE, which is the NPUs' own ports,
+    driven by the NPU driver and addressed by the ``hccn`` step."""
+    return host.traits.fabric in (Fabric.INFINIBAND, Fabric.ROCE) and host.traits.vendor != "ascend"
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,7 @@ class RdmaSettings(Step[RdmaModulesSettings]):
 
     @classmethod
     def applies_to(cls, host: Host) -> bool:
-        return host.traits.fabric in (Fabric.INFINIBAND, Fabric.ROCE)
+        return _host_rdma(host)
 
     @classmethod
     def host_defaults(cls, host: Host) -> dict[str, Any]:

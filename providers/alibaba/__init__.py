@@ -16,7 +16,7 @@ the AWS driver's anatomy (``providers/README.md``); what it sends is held to the
 ``network``        the vSwitch's zone and VPC, the cluster's deployment set and security group
 ``observe``        the state table, instances -> Nodes, waiting, host keys from the console
 ``offerings``      the catalogue's Alibaba entries merged with DescribeInstanceTypes; billing constraints
-``pricing``        DescribePrice (CNY, pay-as-you-go hourly, a prepaid month / 730 h) for ``catalogue refresh``
+``pricing``        DescribePrice (CNY: hourly, spot, 1 month, 1 and 3 years prepaid) for ``catalogue refresh``
 ``subscription``   PrePaid nodes: their ExpiredTime, what ending one early refunds, the conversion's ClientToken
 =================  ===========================================================================================
 """

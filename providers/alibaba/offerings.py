@@ -65,8 +65,9 @@ def offering_from_type(info: Mapping[str, Any], entry: CatalogOffering, catalog:
         interconnect_gbps=entry.interconnect_gbps or 0.0,
         fabric=Fabric.ERDMA if eri else Fabric.NONE,
         fabric_cards=eri,
-        # the instance's network bandwidth (InstanceBandwidthRx, kbit/s) is what its ERIs share; else the catalogue's
-        fabric_gbps=(float(info.get("InstanceBandwidthRx") or 0) / 1e6 or entry.fabric_gbps or 0.0) if eri else 0.0,
+        # the family page's eRDMA figure (ebmgn8v: up to 160 Gbit/s, below its 170 Gbit/s VPC bandwidth, which is
+        # InstanceBandwidthRx); the instance's bandwidth, which its ERIs share, only where the catalogue has none
+        fabric_gbps=(entry.fabric_gbps or float(info.get("InstanceBandwidthRx") or 0) / 1e6) if eri else 0.0,
         vcpus=int(info.get("CpuCoreCount") or 0),
         memory_gib=round(float(info.get("MemorySize") or 0)),
         nvme_count=int(info.get("LocalStorageAmount") or 0),

@@ -1,14 +1,23 @@
-"""ECS instance prices from DescribePrice (CNY), for ``metalfleet catalogue refresh``.
+"""ECS instance prices from DescribePrice (CNY), for ``metalfleet catalogue refresh``: every billing model the
+driver orders.
 
-Two DescribePrice calls per instance type and region: ``PriceUnit=Hour`` prices pay-as-you-go (PostPaid,
-``on_demand``), ``PriceUnit=Month`` with ``Period=1`` prices one month of subscription (PrePaid, the catalogue's
-``monthly``). The catalogue holds every price per hour, so a month's price is divided by
-:data:`~metalfleet.providers.requirements.HOURS_PER_MONTH` (730 h, the convention the planner bills whole
-months by). The figure is the instance's own ``TradePrice`` (the ``instanceType`` line of
-``PriceInfo.Price.DetailInfos`` when ECS itemises the order, its system disk being a separate line; the order's
-``TradePrice`` otherwise): what the AccessKey's account would pay, after the discounts in ``PriceInfo.Rules``.
-A type ECS does not sell in the region (``InvalidInstanceType.*``) is left unpriced, so the refresh keeps and
-reports its older price. Calls go through the driver's client (same credentials, endpoint, SDK retries off,
+DescribePrice calls per instance type and region, one per billing model (:data:`UNITS`): ``PriceUnit=Hour``
+prices pay-as-you-go (PostPaid, ``on_demand``); ``PriceUnit=Hour`` with ``SpotStrategy=SpotAsPriceGo`` (what a spot
+order asks for; the DescribePriceRequest model: "takes effect only when ``PriceUnit=Hour`` and ``Period=1``") the
+spot instance's hour (``spot``); ``PriceUnit=Month`` with ``Period=1`` one month of subscription (PrePaid,
+``monthly``); ``PriceUnit=Year`` with ``Period=1`` and ``Period=3`` one and three years (``reserved_1y``,
+``reserved_3y``: a year's Period is "1 to 5"). The catalogue holds every price per hour, so a subscription's price is
+divided by the hours it buys (:data:`~metalfleet.providers.requirements.HOURS_PER_MONTH`, 730 h, the convention the
+planner bills whole months by; :data:`~metalfleet.providers.requirements.HOURS_PER_YEAR`, 8760 h, a year). The
+spot price is asked without ``ZoneId`` (spot prices "may vary across zones"; the catalogue prices a region) and
+with ``SpotDuration`` left at its default (1 hour of protection), as RunInstances orders spot.
+
+The figure is the instance's own ``TradePrice`` (the ``instanceType`` line of ``PriceInfo.Price.DetailInfos`` when
+ECS itemises the order, its system disk being a separate line; the order's ``TradePrice`` otherwise): what the
+AccessKey's account would pay, after the discounts in ``PriceInfo.Rules``. A type ECS does not sell in the region
+(``InvalidInstanceType.*``) is left unpriced, asked no further, so the refresh keeps and reports its older prices;
+a billing model ECS has no price for (``PriceNotFound``: a type not sold as spot, say) is left unpriced for that
+model only. Calls go through the driver's client (same credentials, endpoint, SDK retries off,
 :func:`~metalfleet.providers.alibaba.errors.boundary`); the project's retry policy alone retries.
 """
 
@@ -20,22 +29,31 @@ from typing import Any
 from ..errors import MetalfleetError, ProviderError
 from ..models import BillingModel
 from ..record import PriceFetch, PriceSource
-from ..requirements import HOURS_PER_MONTH
+from ..requirements import HOURS_PER_MONTH, HOURS_PER_YEAR
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from .errors import PROVIDER
+from .request import SPOT_STRATEGY
 
-__all__ = ["CURRENCY", "PRICE_SOURCE", "SOURCE", "AlibabaPriceList", "price_of"]
+__all__ = ["CURRENCY", "PRICE_SOURCE", "SOURCE", "UNITS", "AlibabaPriceList", "price_of"]
 
 CURRENCY = "CNY"
 SOURCE = ("Alibaba Cloud ECS DescribePrice (instance TradePrice in CNY; on_demand = PostPaid PriceUnit Hour, "
-          f"monthly = PrePaid PriceUnit Month Period 1 / {HOURS_PER_MONTH:g} h)")
+          f"spot = PriceUnit Hour SpotStrategy {SPOT_STRATEGY}, monthly = PrePaid PriceUnit Month Period 1 / "
+          f"{HOURS_PER_MONTH:g} h, reserved_1y = PriceUnit Year Period 1 / {HOURS_PER_YEAR:g} h, reserved_3y = "
+          f"PriceUnit Year Period 3 / {3 * HOURS_PER_YEAR:g} h)")
 #: billing model -> the DescribePrice parameters that price it, and the hours its answer covers.
 UNITS: dict[BillingModel, tuple[dict[str, Any], float]] = {
     BillingModel.ON_DEMAND: ({"PriceUnit": "Hour"}, 1.0),
+    BillingModel.SPOT: ({"PriceUnit": "Hour", "SpotStrategy": SPOT_STRATEGY}, 1.0),
     BillingModel.MONTHLY: ({"PriceUnit": "Month", "Period": 1}, HOURS_PER_MONTH),
+    BillingModel.RESERVED_1Y: ({"PriceUnit": "Year", "Period": 1}, HOURS_PER_YEAR),
+    BillingModel.RESERVED_3Y: ({"PriceUnit": "Year", "Period": 3}, 3 * HOURS_PER_YEAR),
 }
-#: Codes that mean "ECS does not sell this type here" (not a fault): the type stays unpriced.
-NOT_SOLD = ("InvalidInstanceType", "InvalidResourceType.NotSupported", "PriceNotFound")
+#: Codes that mean "ECS does not sell this type here" (not a fault): the type stays unpriced, asked no further.
+NOT_SOLD = ("InvalidInstanceType", "InvalidResourceType.NotSupported")
+#: "The price of your queried resource is not available now" (DescribePrice's error table): this billing model of
+#: the type stays unpriced; its others are still asked.
+NO_PRICE = "PriceNotFound"
 
 
 def price_of(body: Mapping[str, Any], instance_type: str) -> float:
@@ -85,6 +103,8 @@ class AlibabaPriceList:
                 except MetalfleetError as exc:  # auth, quota, faults after the retries: the refresh stops
                     if (exc.code or "").startswith(NOT_SOLD):
                         break
+                    if exc.code == NO_PRICE:
+                        continue
                     raise
                 found[billing] = round(price_of(body, name) / hours, 6)
             if found:

@@ -20,8 +20,10 @@ __all__ = ["CATALOG_ENV", "add_commands", "catalog_for", "cmd_offerings", "row_c
 
 #: A catalogue file to read instead of the shipped one (as ``--catalog``), e.g. one a refresh wrote.
 CATALOG_ENV = "METALFLEET_CATALOG"
-HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric", "cpu/gpu", "nvme",
-          "bare metal", "billing (per node-hour)", "price as of"]
+HEADER = ["provider", "name", "region", "accelerators", "interconnect", "fabric", "vcpus", "memory", "nvme",
+          "bare metal", "billing (per node)", "price as of"]
+#: How a figure no source gives is shown (``--json``: null, with the reason under ``unknown``).
+UNKNOWN = "unknown"
 
 
 def catalog_for(path: str | None) -> Catalog:
@@ -38,31 +40,40 @@ def catalog_for(path: str | None) -> Catalog:
 
 
 def _n(value: float | None, unit: str = "") -> str:
-    return "?" if value is None else f"{value:g}{unit}"
+    return UNKNOWN if value is None else f"{value:g}{unit}"
+
+
+def _price(p: Any) -> str:
+    unit = "h" if p.per == "hour" else p.per
+    amount = f"{p.listed:,.2f}" if p.per != "hour" else f"{p.hourly:g}"
+    return f"{p.billing.value} {amount} {p.currency}/{unit}"
 
 
 def row_cells(row: OfferingRow, today: date) -> list[str]:
     from metalfleet.providers.browse import price_age
     from metalfleet.providers.models import Fabric
 
-    memory = f" {row.gpu_memory_gib} GiB" if row.gpu_memory_gib is not None else " ? GiB"
+    memory = f" {row.gpu_memory_gib} GiB" if row.gpu_memory_gib is not None else f" {UNKNOWN} GiB"
     gpus = f"{row.gpu_count}x {row.gpu_model}{memory}" if row.gpu_count else "-"
-    link = row.interconnect.value + (f" {row.interconnect_gbps:g} GB/s" if row.interconnect_gbps else "")
-    fabric = f"{row.fabric.value} {row.fabric_cards}x = {_n(row.fabric_gbps)} Gbps"
+    link = row.interconnect.value + (f" {_n(row.interconnect_gbps)} GB/s" if row.gpu_count > 1 else "")
+    cards = UNKNOWN if row.fabric_cards is None else f"{row.fabric_cards}x"
+    fabric = f"{row.fabric.value} {cards} = {_n(row.fabric_gbps)} Gbps"
     fabric = "-" if row.fabric == Fabric.NONE else fabric
-    nvme = f"{row.nvme_count}x{_n(row.nvme_size_gib)} GiB" if row.nvme_count else "-"
-    if row.cores_per_gpu is not None:
-        cpus = f"{row.cores_per_gpu:g} cores"
+    if row.nvme_count is None:
+        nvme = UNKNOWN
     else:
-        cpus = "?" if row.cpus_per_gpu is None else f"{row.cpus_per_gpu:g} vCPU"
-    billing = ", ".join(f"{p.billing.value} {p.hourly:g} {p.currency}" for p in row.prices)
+        nvme = f"{row.nvme_count}x{_n(row.nvme_size_gib)} GiB" if row.nvme_count else "none"
+    cpus = _n(row.vcpus) + (f" ({row.cpu_cores} cores)" if row.cpu_cores else "")
+    ram = f"{_n(row.memory_gib)} GiB" if row.memory_gib is not None else UNKNOWN
+    billing = ", ".join(_price(p) for p in row.prices)
     unpriced = [b for b in row.billing_models if b.endswith("(unpriced)")]
+    unpriced = [b if b != "(unpriced)" else "unpriced" for b in unpriced]
     billing = ", ".join(x for x in [billing, *unpriced] if x) or "-"
     ages = sorted({p.as_of for p in row.prices})
     age = "; ".join(price_age(d, today) for d in ages) or "-"
     bare = "yes" if row.bare_metal else "no"
     name = row.name if row.orderable else f"{row.name} (inventory only)"
-    return [row.provider, name, row.region or "-", gpus, link, fabric, cpus, nvme, bare, billing, age]
+    return [row.provider, name, row.region or "-", gpus, link, fabric, cpus, ram, nvme, bare, billing, age]
 
 
 def cmd_offerings(args: argparse.Namespace) -> int:
@@ -86,9 +97,17 @@ def cmd_offerings(args: argparse.Namespace) -> int:
         print(dump([r.to_dict(today) for r in rows]))
         return 0
     print(text_table([row_cells(r, today) for r in rows], HEADER))
-    notes = dict.fromkeys(f"  {r.provider} {r.name}: {c}" for r in rows for c in r.constraints)
-    if notes:
-        print("\nbilling constraints:\n" + "\n".join(notes))
+    sections = {
+        "billing constraints": [f"  {r.provider} {r.name}: {c}" for r in rows for c in r.constraints],
+        "not priced": [f"  {r.provider} {r.region or '-'} {r.name}: {u}" for r in rows for u in r.unpriced],
+        "unverified (given, but no provider page states them)": [
+            f"  {r.provider} {r.name}: {k}: {why}" for r in rows for k, why in r.unverified.items()],
+        "unknown figures (no provider page gives them)": [
+            f"  {r.provider} {r.name}: {k}: {why}" for r in rows for k, why in r.unknown.items()],
+    }
+    for title, lines in sections.items():
+        if lines:
+            print(f"\n{title}:\n" + "\n".join(dict.fromkeys(lines)))
     print(f"\n{len(rows)} offering(s) from the shipped catalogue ({'--catalog' if args.catalog else 'offline'}); "
           "prices are list prices as dated; `metalfleet offerings --live` asks the providers.")
     return 0

@@ -47,15 +47,18 @@ def plan_text(result: Plan, *, top: int = 10, detail: int = 3) -> str:
     if req.budget is not None:
         out += ["", f"budget: {_money(req.budget, cur)}; the best option leaves "
                     f"{_money(req.budget - result.best.total, cur)}"]
-    if result.rejected:
-        out += ["", f"not feasible ({len(result.rejected)}):", *[f"  {r}" for r in result.rejected]]
+    if result.unpriced:
+        out += ["", f"could not price ({len(result.unpriced)}):", *[f"  {r}" for r in result.unpriced]]
+    if result.not_feasible:
+        out += ["", f"not feasible ({len(result.not_feasible)}):", *[f"  {r}" for r in result.not_feasible]]
     return "\n".join(out)
 
 
 def _option_dict(o: Option) -> dict[str, Any]:
     return {"provider": o.provider, "region": o.region, "offering": o.offering, "billing": o.billing.value,
             "nodes": o.nodes, "gpus": o.gpus, "gpu_model": o.entry.gpu_model, "total": round(o.total, 2),
-            "billed_hours": o.billed_hours, "price": {"hourly": o.price.hourly, "currency": o.price.currency,
+            "billed_hours": o.billed_hours, "price": {"hourly": o.price.hourly, "per": o.price.per,
+                                                       "listed": o.price.listed, "currency": o.price.currency,
                                                        "as_of": o.price.as_of.isoformat(), "source": o.price.source},
             "lines": [{"what": x.what, "amount": round(x.amount, 2), "detail": x.detail} for x in o.lines],
             "warnings": list(o.warnings), "unpriced": list(o.unpriced)}
@@ -77,7 +80,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(dump({"currency": req.currency, "assumptions": list(result.assumptions),
                     "options": [_option_dict(o) for o in result.options],
-                    "rejected": [str(r) for r in result.rejected]}))
+                    "unpriced": [str(r) for r in result.unpriced],
+                    "rejected": [str(r) for r in result.not_feasible]}))
     else:
         print(plan_text(result, top=args.top))
     if not result.options:

@@ -411,7 +411,7 @@ def test_one_rdma_fabric_set_for_the_gate_and_the_catalogue() -> None:
     from metalfleet.providers.models import Fabric
 
     assert RDMA_FABRICS.issubset(f.value for f in Fabric) and Fabric.NONE not in RDMA_FABRICS
-    # The Huawei offering's fabric "hccs" is its NPUs' own RoCE ports: RDMA between servers (HCCL).
+    # The Huawei offering scales out over its NPUs' own RoCE ports (HCCL); HCCS is its intra-server link.
     rows = {r.name: r for r in catalogue_rows(load_catalog())}
     assert rows["physical.kat2e.48xlarge.8.313t"].rdma and rows["p5.48xlarge"].rdma
     assert not rows["ecs.ebmgn7.26xlarge"].rdma  # fabric none

@@ -49,9 +49,9 @@ def test_registry_builds_it_and_it_pickles_as_plain_config(emulator: AlibabaEmul
 def test_offerings_merge_describe_instance_types_with_the_catalogue(driver: AlibabaDriver) -> None:
     h20, a100, a100e, a100_40 = driver.offerings()
     assert (h20.gpu_model, h20.gpu_count, h20.gpu_memory_gib, h20.vcpus, h20.memory_gib) == ("H20", 8, 96, 192, 1024)
-    assert (h20.fabric.value, h20.fabric_cards, h20.fabric_gbps) == ("erdma", 2, 170.0)
+    assert (h20.fabric.value, h20.fabric_cards, h20.fabric_gbps) == ("erdma", 2, 160.0)  # eRDMA, not the VPC 170
     assert h20.extra["charge_types"] == ["PostPaid", "PrePaid"] and h20.extra["spot"] is False
-    assert (a100.gpu_model, a100.fabric_cards) == ("A100", 4)
+    assert (a100.gpu_model, a100.fabric_cards, a100.fabric_gbps) == ("A100", 2, 160.0)  # 2 ERIs, not 4
     assert (a100e.gpu_memory_gib, a100e.fabric.value, a100e.extra["spot"]) == (80, "none", True)
     assert (a100_40.gpu_memory_gib, a100_40.vcpus, a100_40.memory_gib) == (40, 104, 768)
 

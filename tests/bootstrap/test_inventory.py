@@ -31,8 +31,9 @@ def test_traits_of_providers_without_a_driver_and_of_the_fake_one() -> None:
                      {"name": "fk", "provider": "fake", "offering": "fake.8xa100", "nvme_count": 2}]}
     ali, npu, fk = parse_inventory(doc, "hosts.yaml").hosts
     assert (ali.traits.vendor, ali.traits.gpu_model, ali.traits.fabric) == ("nvidia", "H20", Fabric.ERDMA)
+    # HCCS inside the server, RoCE (the NPUs' own ports) between servers
     assert (npu.traits.vendor, npu.traits.interconnect, npu.traits.fabric) == ("ascend", Interconnect.HCCS,
-                                                                               Fabric.HCCS)
+                                                                               Fabric.ROCE)
     assert (fk.traits.fabric, fk.traits.gpu_model, fk.traits.nvme_count) == (Fabric.ROCE, "A100", 2)  # file wins
 
 

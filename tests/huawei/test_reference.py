@@ -5,7 +5,7 @@
   the rule's code and HTTP status for a refusal or a success for an accepted form or a behaviour, the rule's id
   in that request's log entry (so another rule answering the same code does not pass for it);
 * what the driver sends: its real flow (offerings, order, tags, subscriptions, release by unsubscribing, and the
-  price inquiry of the catalogue refresh), every parameter of every call, flattened, listed in ``sends``;
+  price inquiries of the catalogue refresh), every parameter of every call, flattened, listed in ``sends``;
 * what the emulator answers: every field of every answer a flow draws out, with its JSON type, listed in
   ``answers``, and ``answers`` agreeing with the official SDK's response models (field names and types).
 """
@@ -181,6 +181,11 @@ def base(op: str, emulator: HuaweiEmulator) -> Call:
     if op == "CancelResourcesSubscription":
         return Call(op, "POST", "/v2/orders/subscriptions/resources/unsubscribe", bss=True,
                     body={"resource_ids": ["{server_id}"], "unsubscribe_type": 1})
+    if op == "ListRateOnPeriodDetail":
+        return Call(op, "POST", "/v2/bills/ratings/period-resources/subscribe-rate", bss=True, body={
+            "project_id": PROJECT_ID, "product_infos": [{
+                "id": "1", "cloud_service_type": "hws.service.type.bms", "resource_type": "hws.resource.type.bms",
+                "resource_spec": FLAVOR, "region": REGION, "period_type": 2, "period_num": 1, "subscription_num": 1}]})
     assert op == "ListOnDemandResourceRatings", op
     return Call(op, "POST", "/v2/bills/ratings/on-demand-resources", bss=True, body={
         "project_id": PROJECT_ID, "inquiry_precision": 0, "product_infos": [{
@@ -359,7 +364,7 @@ def answer_types(doc: Any, prefix: str = "", free: frozenset[str] = frozenset({"
 def observed_answers(emulator: HuaweiEmulator) -> dict[str, dict[str, str]]:
     """Every field the emulator answers, by operation, over flows that draw each kind of answer out: a server
     ordered, running, tagged, failed (a failed job's fault and sub-job errors), unsubscribed and deleted; an unpaid
-    order's job; both orders of a term; the price inquiry."""
+    order's job; both orders of a term; the price inquiries (on demand, yearly/monthly)."""
     seen: dict[str, dict[str, str]] = {}
 
     def note(op: str, answer: Answer) -> Any:
@@ -380,6 +385,7 @@ def observed_answers(emulator: HuaweiEmulator) -> dict[str, dict[str, str]]:
     call("ShowCustomerOrderDetails", world)
     call("ListPayPerUseCustomerResources", world, set={"only_main_resource": 0})
     call("ListOnDemandResourceRatings", world)
+    call("ListRateOnPeriodDetail", world)
     unpaid = call("CreateBareMetalServers", world, unset=["server.extendparam.isAutoPay"])
     call("ShowJobInfos", World({"job_id": unpaid["job_id"]}))
     emulator.set_faults(fail_jobs="Fail to operate baremetal server, reason: flavor is sold out.")

@@ -24,13 +24,10 @@ NO_BASELINE = {
     ("alibaba", "ecs.ebmgn7ex.32xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
     ("alibaba", "ecs.ebmgn7e.32xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
     ("alibaba", "ecs.ebmgn7.26xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
+    ("alibaba", "ecs.ebmgn8is.32xlarge"): "orderable (Alibaba driver); no sourced baseline figures yet",
 }
 #: Fields where the catalogue and the baseline knowingly differ, and why.
-DIFFERENCES = {
-    ("huawei", "physical.kat2e.48xlarge.8.313t", "fabric.kind"):
-        "the catalogue says hccs so bootstrap sets the NPU ports up with HCCN, not as a host RoCE fabric; "
-        "the baseline calls the same ports roce",
-}
+DIFFERENCES: dict[tuple[str, str, str], str] = {}
 #: A baseline's interconnect kind -> the catalogue interconnects it covers.
 _INTERCONNECT = {"nvlink": {Interconnect.NVSWITCH, Interconnect.NVLINK}, "hccs": {Interconnect.HCCS},
                  "pcie": {Interconnect.PCIE}}
@@ -72,11 +69,11 @@ def _comparisons(entry: Any, base: dict[str, Any], defaults: dict[str, Any]) -> 
     if gpu.get("min_memory_mib") is not None and entry.gpu_memory_gib is not None:
         # the baseline's figure is the least a healthy GPU may report: never above the nominal size
         out["gpu.min_memory_mib"] = (True, entry.gpu_memory_gib * 1024 >= gpu["min_memory_mib"])
-    if fabric.get("ports") is not None:
+    if fabric.get("ports") is not None and entry.fabric_cards is not None:
         out["fabric.ports"] = (entry.fabric_cards, fabric["ports"])
     if fabric.get("total_gbps") is not None and entry.fabric_gbps is not None:
         out["fabric.total_gbps"] = (entry.fabric_gbps, float(fabric["total_gbps"]))
-    if storage.get("nvme_count") is not None:
+    if storage.get("nvme_count") is not None and entry.nvme_count is not None:
         out["storage.nvme_count"] = (entry.nvme_count, storage["nvme_count"])
     kind = (base.get("interconnect") or {}).get("kind")
     if kind is not None:
@@ -149,8 +146,8 @@ def _broken(path: tuple[Any, ...], value: Any, *, delete: bool = False) -> dict[
      "price_lists.0.regions.us-east-1.p5.48xlarge.hourly"),
     (("price_lists", 0, "regions", "us-east-1", "p5.48xlarge", "on_demand"), -3, False,
      "price_lists.0.regions.us-east-1.p5.48xlarge.on_demand"),
-    (("price_lists", 1, "regions", ANY_REGION, "fake.1xb200"), {"on_demand": 9.0}, False,
-     f"price_lists.1.regions.{ANY_REGION}.fake.1xb200"),
+    (("price_lists", 3, "regions", ANY_REGION, "fake.1xb200"), {"on_demand": 9.0}, False,
+     f"price_lists.3.regions.{ANY_REGION}.fake.1xb200"),
     (("schema",), 2, False, "schema"),
 ])
 def test_a_broken_catalogue_names_the_field(path: tuple[Any, ...], value: Any, delete: bool, field: str) -> None:
@@ -170,7 +167,8 @@ def test_an_offering_listed_twice_is_refused() -> None:
 
 def test_unknown_figures_stay_unknown_until_an_offering_is_built() -> None:
     catalog: Catalog = load_catalog()
-    h20 = catalog.require("alibaba", "ecs.ebmgn8v.48xlarge")
-    assert h20.vcpus is None and h20.memory_gib is None  # the Alibaba driver reads them from DescribeInstanceTypes
-    offering = h20.offering()
-    assert (offering.vcpus, offering.memory_gib, offering.fabric, offering.fabric_cards) == (0, 0, Fabric.ERDMA, 2)
+    npu = catalog.require("huawei", "physical.kat2e.48xlarge.8.313t")
+    assert npu.vcpus is None and npu.memory_gib is None  # the Huawei driver reads them from the flavor list
+    assert npu.unknown["vcpus"] and npu.unknown["fabric_cards"]  # each with why
+    offering = npu.offering()
+    assert (offering.vcpus, offering.memory_gib, offering.fabric, offering.fabric_cards) == (0, 0, Fabric.ROCE, 0)

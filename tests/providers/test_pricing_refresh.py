@@ -4,9 +4,12 @@ catalogue's, so a price in the refreshed catalogue can only have come through th
 
 * aws: the Price List emulator (metalfleet.testing.pricing), boto3's pricing client (SigV4, JSON 1.1);
 * alibaba: the ECS emulator's DescribePrice (metalfleet.testing.alibaba), the official SDK (ACS3-HMAC-SHA256):
-  list prices, a subscription discount, a system disk line;
-* huawei: the Huawei emulator's BSS price inquiry (metalfleet.testing.huawei), huaweicloudsdkbss's BssClient
-  (SDK-HMAC-SHA256, checked by the emulator's gateway).
+  list prices by the hour, as spot, for a month, one and three years; a subscription discount, a system disk line;
+* huawei: the Huawei emulator's BSS price inquiries (metalfleet.testing.huawei), on demand and yearly/monthly,
+  huaweicloudsdkbss's BssClient (SDK-HMAC-SHA256, checked by the emulator's gateway).
+
+The expected figures are computed here from each emulator's own table (the hours a subscription buys:
+metalfleet.providers.requirements), never written out, so a table change cannot leave a test asserting old numbers.
 
 The shared tests run over :data:`CASES` (what each provider sells, its figures, its faults); each provider's own
 tests, which have no counterpart on the others, follow under its name.
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -28,14 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from metalfleet.providers.alibaba.pricing import AlibabaPriceList, price_of
+from metalfleet.providers.alibaba.pricing import UNITS, AlibabaPriceList, price_of
 from metalfleet.providers.aws.pricing import AwsPriceList, prices_from_products
 from metalfleet.providers.catalog import catalog_document, catalog_from_file, load_catalog, parse_catalog
 from metalfleet.providers.errors import AuthError, ProviderError
-from metalfleet.providers.huawei.pricing import HuaweiPriceInquiry, hourly_from_answer
+from metalfleet.providers.huawei.pricing import HuaweiPriceInquiry, hourly_from_answer, period_amount_from_answer
 from metalfleet.providers.models import BillingModel
 from metalfleet.providers.refresh import PRICE_SOURCES, RefreshReport, refresh_document
+from metalfleet.providers.requirements import HOURS_PER_MONTH, HOURS_PER_YEAR
 from metalfleet.providers.retry import RetryPolicy
 from metalfleet.testing import alibaba as ali
 from metalfleet.testing import huawei as hw
@@ -53,12 +59,37 @@ TODAY = date.today()
 AWS_CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 HUAWEI_CREDS = {"HUAWEICLOUD_SDK_AK": TEST_AK, "HUAWEICLOUD_SDK_SK": TEST_SK,
                 "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID, "HUAWEICLOUD_SDK_DOMAIN_ID": DOMAIN_ID}
-#: What the ECS emulator's table makes of each type: pay-as-you-go per hour, and a month's subscription (15% off
-#: the list price) over 730 h. The system disk line is not the instance's price.
-ALIBABA_PRICES = {"ecs.ebmgn8v.48xlarge": (160.0, 85.0), "ecs.ebmgn7ex.32xlarge": (120.5, 68.0),
-                  "ecs.ebmgn7e.32xlarge": (110.0, 59.5), "ecs.ebmgn7.26xlarge": (80.25, 42.5)}
 #: A second Huawei flavor for the "not priced" case: the emulator's table has no price for it.
 UNPRICED = "physical.metalfleet-unpriced.test"
+#: Alibaba's subscriptions: billing model -> months bought and the hours they cover.
+ALIBABA_TERMS = {"monthly": (1, HOURS_PER_MONTH), "reserved_1y": (12, HOURS_PER_YEAR),
+                 "reserved_3y": (36, 3 * HOURS_PER_YEAR)}
+
+
+def alibaba_expected(table: Mapping[str, Mapping[str, float]] = ali.PRICES) -> dict[str, dict[str, float]]:
+    """What a refresh makes of the ECS emulator's table: pay-as-you-go and (for a type sold so) spot per hour; each
+    subscription's trade price (the list price less the subscription discount, to the emulator's 4 decimals) over
+    the hours it buys. The system disk line is not the instance's price."""
+    out: dict[str, dict[str, float]] = {}
+    for name in ALL_TYPES:
+        row = table[name]
+        rates = {"on_demand": row["hour"], **({"spot": row["spot"]} if "spot" in row else {})}
+        for billing, (months, hours) in ALIBABA_TERMS.items():
+            rates[billing] = round(round(row["month"] * months * (1 - ali.SUBSCRIPTION_DISCOUNT), 4) / hours, 6)
+        out[name] = rates
+    return out
+
+
+def huawei_expected(region: str = hw.REGION, flavor: str = FLAVOR) -> dict[str, float]:
+    """What a refresh makes of the Huawei emulator's tables: on demand per hour; a month's and a year's price (one
+    server, one period) over the hours each covers."""
+    return {"on_demand": hw.PRICES[(region, flavor)],
+            "monthly": round(hw.PERIOD_PRICES[(region, flavor, 2)] / HOURS_PER_MONTH, 6),
+            "reserved_1y": round(hw.PERIOD_PRICES[(region, flavor, 3)] / HOURS_PER_YEAR, 6)}
+
+
+ALIBABA_PRICES = alibaba_expected()
+HUAWEI_PRICES = huawei_expected()
 
 
 # -- each provider's pricing emulator, its table as shipped ---------------------------------------------------
@@ -79,15 +110,19 @@ def pricing(pricing_session: PricingEmulator) -> PricingEmulator:
 def ecs(alibaba_emulator: AlibabaEmulator) -> Iterator[AlibabaEmulator]:
     yield alibaba_emulator
     for name, table in ali.PRICES.items():  # the session's emulator: put back any price a test changed
-        alibaba_emulator.set_price(name, table["hour"], table["month"])
+        alibaba_emulator.set_price(name, table["hour"], table["month"], table.get("spot"))
 
 
 @pytest.fixture
 def bss(huawei_emulator: HuaweiEmulator) -> Iterator[HuaweiEmulator]:
     yield huawei_emulator
     huawei_emulator.set_price(hw.REGION, UNPRICED, None)
+    for period in (2, 3):
+        huawei_emulator.set_period_price(hw.REGION, UNPRICED, period, None)
     for (region, flavor), hourly in hw.PRICES.items():
         huawei_emulator.set_price(region, flavor, hourly)
+    for (region, flavor, period), amount in hw.PERIOD_PRICES.items():
+        huawei_emulator.set_period_price(region, flavor, period, amount)
 
 
 def inquiry(emulator: HuaweiEmulator, **kw: Any) -> HuaweiPriceInquiry:
@@ -112,7 +147,7 @@ def _aws_first_refresh(pricing: PricingEmulator, out: Path, stdout: str) -> None
         "preInstalledSw": "NA", "capacitystatus": "Used"}
     listing = run(AWS, "offerings", "--catalog", str(out), "--provider", "aws", "--gpu", "H100", "--json",
                   home=out.parent)
-    [row] = json.loads(listing.stdout)
+    [row] = [r for r in json.loads(listing.stdout) if r.get("region", "us-east-1") == "us-east-1"]
     assert [(p["billing"], p["hourly"], p["age_days"]) for p in row["prices"]] == [
         ("on_demand", 50.0, 0), ("reserved_1y", 36.0, 0), ("reserved_3y", 25.0, 0), ("capacity_block", 31.464,
                                                                                       (TODAY - date(2025, 6, 1)).days)]
@@ -120,29 +155,53 @@ def _aws_first_refresh(pricing: PricingEmulator, out: Path, stdout: str) -> None
 
 def _alibaba_first_refresh(ecs: AlibabaEmulator, out: Path, stdout: str) -> None:
     region = ali.REGION
-    assert "8 price(s) changed or added" in stdout and "kept:" not in stdout
+    count = sum(len(rates) for rates in ALIBABA_PRICES.values())
+    assert f"{count} price(s) changed or added" in stdout and "kept:" not in stdout
     front = json.loads(out.read_text())["price_lists"][0]
-    assert front["regions"] == {region: {n: {"on_demand": h, "monthly": m} for n, (h, m) in ALIBABA_PRICES.items()}}
+    assert front["regions"] == {region: ALIBABA_PRICES}
+    # a type the emulator does not sell as spot is priced for every other model, not for spot
+    unsold = [n for n in ALL_TYPES if "spot" not in ali.PRICES[n]]
+    assert unsold and all(set(front["regions"][region][n]) == {"on_demand", *ALIBABA_TERMS} for n in unsold)
     catalog, shipped = catalog_from_file(str(out)), load_catalog()
     h20 = {p.billing: p for p in catalog.prices("alibaba", region, "ecs.ebmgn8v.48xlarge")}
+    table = ali.PRICES["ecs.ebmgn8v.48xlarge"]
     assert (h20[BillingModel.ON_DEMAND].hourly, h20[BillingModel.ON_DEMAND].currency,
-            h20[BillingModel.ON_DEMAND].as_of) == (160.0, "CNY", TODAY)
-    assert h20[BillingModel.MONTHLY].hourly == 85.0
-    # two DescribePrice calls per orderable offering: PostPaid by the hour, PrePaid for one month
+            h20[BillingModel.ON_DEMAND].as_of) == (table["hour"], "CNY", TODAY)
+    assert h20[BillingModel.SPOT].hourly == table["spot"]
+    assert h20[BillingModel.MONTHLY].hourly == pytest.approx(table["month"] * 0.85 / HOURS_PER_MONTH)
+    assert h20[BillingModel.RESERVED_1Y].hourly == pytest.approx(12 * table["month"] * 0.85 / HOURS_PER_YEAR)
+    assert h20[BillingModel.RESERVED_3Y].hourly == pytest.approx(36 * table["month"] * 0.85 / (3 * HOURS_PER_YEAR))
+    # one DescribePrice call per billing model and offering ECS prices: PostPaid by the hour, spot by the hour,
+    # PrePaid for one month, one year and three years; one (refused) for an offering it does not
     sent = [r["params"] for r in ecs.requests("DescribePrice")]
-    assert len(sent) == 2 * len(ALL_TYPES) == 2 * len(shipped.of("alibaba", orderable=True))
-    assert sorted({(p["InstanceType"], p["PriceUnit"], p.get("Period")) for p in sent}) == sorted(
-        [(n, "Hour", None) for n in ALL_TYPES] + [(n, "Month", "1") for n in ALL_TYPES])
+    listed = [e.name for e in shipped.of("alibaba", orderable=True)]
+    assert set(ALL_TYPES) <= set(listed)
+    assert len(sent) == len(UNITS) * len(ALL_TYPES) + len(set(listed) - set(ali.PRICES))
+    asked = [(p["InstanceType"], p["PriceUnit"], p.get("Period"), p.get("SpotStrategy")) for p in sent
+             if p["InstanceType"] in ali.PRICES]
+    assert Counter(asked) == Counter((n, unit, period, spot) for n in ALL_TYPES for unit, period, spot in (
+        ("Hour", None, None), ("Hour", None, "SpotAsPriceGo"), ("Month", "1", None), ("Year", "1", None),
+        ("Year", "3", None)))
     assert {(p["RegionId"], p["ResourceType"]) for p in sent} == {(region, "instance")}
+    assert not any("ZoneId" in p or "SpotDuration" in p for p in sent)
 
 
 def _huawei_first_refresh(bss: HuaweiEmulator, out: Path, stdout: str) -> None:
     region = hw.REGION
     front = json.loads(out.read_text())["price_lists"][0]
-    assert front["regions"] == {region: {FLAVOR: {"on_demand": 271.35}}}
-    [price] = catalog_from_file(str(out)).prices("huawei", region, FLAVOR)
-    assert (price.billing, price.hourly, price.currency, price.as_of) == (BillingModel.ON_DEMAND, 271.35, "CNY",
-                                                                          TODAY)
+    assert front["regions"] == {region: {FLAVOR: HUAWEI_PRICES}}
+    prices = {p.billing: p for p in catalog_from_file(str(out)).prices("huawei", region, FLAVOR)}
+    assert {b: (p.hourly, p.currency, p.as_of) for b, p in prices.items()} == {
+        BillingModel(b): (v, "CNY", TODAY) for b, v in HUAWEI_PRICES.items()}
+    assert prices[BillingModel.MONTHLY].hourly == pytest.approx(hw.TERM_PRICES[FLAVOR] / HOURS_PER_MONTH, abs=1e-6)
+    assert prices[BillingModel.RESERVED_1Y].hourly == pytest.approx(10 * hw.TERM_PRICES[FLAVOR] / HOURS_PER_YEAR,
+                                                                    abs=1e-6)
+    periods = [r["params"]["body"] for r in bss.requests("ListRateOnPeriodDetail")]
+    assert [b["project_id"] for b in periods] == [PROJECT_ID, PROJECT_ID]
+    assert [b["product_infos"] for b in periods] == [[{
+        "id": "1", "cloud_service_type": "hws.service.type.bms", "resource_type": "hws.resource.type.bms",
+        "resource_spec": FLAVOR, "region": region, "period_type": period, "period_num": 1, "subscription_num": 1}]
+        for period in (2, 3)]  # a month, then a year; no available_zone (absent, it is no filter)
     [sent] = [r["params"]["body"] for r in bss.requests("ListOnDemandResourceRatings")]
     assert sent["project_id"] == PROJECT_ID
     [info] = sent["product_infos"]
@@ -205,21 +264,21 @@ AWS = Case(
 ALIBABA = Case(
     provider="alibaba", emulator="ecs", sdk_env="ALIBABA_CLOUD_", creds=ALIBABA_ENV, currency="CNY",
     source="DescribePrice", region=ali.REGION, refresh=("--provider", "alibaba", "--region", ali.REGION),
-    first_lines=tuple(line for name, (hourly, monthly) in ALIBABA_PRICES.items()
-                      for line in (f"alibaba {ali.REGION} {name} on_demand: none -> {hourly:g}",
-                                   f"alibaba {ali.REGION} {name} monthly: none -> {monthly:g}")),
+    first_lines=tuple(f"alibaba {ali.REGION} {name} {billing}: none -> {value:g}"
+                      for name, rates in ALIBABA_PRICES.items() for billing, value in rates.items()),
     first_refresh=_alibaba_first_refresh,
     fetch=lambda emulator: AlibabaPriceList(endpoint=emulator.url, retry=FAST).prices,
     throttle={"throttle": 0.4, "seed": 7}, throttle_code="Throttling.User",
-    throttled={n: {"on_demand": h, "monthly": m} for n, (h, m) in ALIBABA_PRICES.items()}, whole_region=True,
-    regions=(ali.REGION,))
+    throttled=ALIBABA_PRICES, whole_region=True, regions=(ali.REGION,))
 HUAWEI = Case(
     provider="huawei", emulator="bss", sdk_env="HUAWEICLOUD_", creds=HUAWEI_CREDS, currency="CNY",
     source="Huawei Cloud BSS price inquiry", region=hw.REGION, refresh=("--provider", "huawei", "--region", hw.REGION),
-    first_lines=(f"huawei {hw.REGION} {FLAVOR} on_demand: none -> 271.35",), first_refresh=_huawei_first_refresh,
+    first_lines=tuple(f"huawei {hw.REGION} {FLAVOR} {billing}: none -> {value:g}"
+                      for billing, value in HUAWEI_PRICES.items()),
+    first_refresh=_huawei_first_refresh,
     fetch=lambda emulator: inquiry(emulator).prices,
     throttle={"throttle": 0.5, "seed": 3}, throttle_code="APIGW.0308",
-    throttled={FLAVOR: {"on_demand": 271.35}}, whole_region=False, regions=(hw.REGION,))
+    throttled={FLAVOR: HUAWEI_PRICES}, whole_region=False, regions=(hw.REGION,))
 CASES = (AWS, ALIBABA, HUAWEI)
 
 
@@ -292,7 +351,9 @@ def test_aws_a_second_refresh_replaces_the_first_and_never_drops_a_price(pricing
     assert "aws us-east-1 p4de.24xlarge on_demand: 25 -> 23.5" in res.stdout
     assert "1 older refresh list(s) replaced" in res.stdout
     doc = json.loads(second.read_text())
-    assert [pl["provider"] for pl in doc["price_lists"]] == ["aws", "aws", "fake"]  # fresh, shipped, fake
+    # the fresh list, then the shipped ones (AWS's, the others')
+    assert [pl["provider"] for pl in doc["price_lists"]] == ["aws", *(pl["provider"] for pl in
+                                                                     catalog_document()["price_lists"])]
     # the API now prices only p5 and p4de: the others keep their earlier prices, dated as before
     pricing.set_products([{"instanceType": "p5.48xlarge", "regionCode": "us-east-1", "on_demand": 49.0}],
                          replace=True)
@@ -355,27 +416,35 @@ def test_aws_several_products_for_one_type_are_refused_not_guessed() -> None:
 # -- alibaba --------------------------------------------------------------------------------------------------
 def test_alibaba_a_type_the_api_does_not_price_keeps_its_older_price_and_is_reported(ecs: AlibabaEmulator,
                                                                                      tmp_path: Path) -> None:
-    region = ali.REGION
+    region, gone, h20 = ali.REGION, "ecs.ebmgn7.26xlarge", "ecs.ebmgn8v.48xlarge"
     first, second = tmp_path / "one.json", tmp_path / "two.json"
     assert refresh(ALIBABA, ecs, first).returncode == 0
-    ecs.set_price("ecs.ebmgn7.26xlarge", None, None)  # ECS no longer prices it here
-    ecs.set_price("ecs.ebmgn8v.48xlarge", 150.0, 73000.0)
+    ecs.set_price(gone, None, None)  # ECS no longer prices it here
+    ecs.set_price(h20, 150.0, ali.PRICES[h20]["month"])  # nor sells it as spot
     res = refresh(ALIBABA, ecs, second, "--catalog", str(first))
     assert res.returncode == 0, res.stderr
-    assert f"alibaba {region} ecs.ebmgn8v.48xlarge on_demand: 160 -> 150" in res.stdout
-    assert (f"kept: alibaba {region} ecs.ebmgn7.26xlarge on_demand 80.25 CNY (as of {TODAY.isoformat()}; the API "
-            "did not price it)") in res.stdout
-    assert f"kept: alibaba {region} ecs.ebmgn7.26xlarge monthly 42.5 CNY" in res.stdout
-    refused = [r for r in ecs.requests("DescribePrice") if r["params"]["InstanceType"] == "ecs.ebmgn7.26xlarge"]
-    # the first refresh priced it (hour, month); the second asked once, was refused, did not retry or ask the month
-    assert [r["status"] for r in refused] == [200, 200, 400]
+    old = ALIBABA_PRICES
+    assert f"alibaba {region} {h20} on_demand: {old[h20]['on_demand']:g} -> 150" in res.stdout
+    for billing, value in old[gone].items():
+        assert (f"kept: alibaba {region} {gone} {billing} {value:g} CNY (as of {TODAY.isoformat()}; the API did not "
+                "price it)") in res.stdout
+    # a type priced by the hour but no longer as spot: its spot price is kept and reported, the others are new
+    assert (f"kept: alibaba {region} {h20} spot {old[h20]['spot']:g} CNY (as of {TODAY.isoformat()}; the API did "
+            "not price it)") in res.stdout
+    refused = [r for r in ecs.requests("DescribePrice") if r["params"]["InstanceType"] == gone]
+    # the first refresh priced it (all but spot, which it is not sold as); the second asked once, was refused, did
+    # not retry or ask the other models
+    first_round = [("SpotAsPriceGo", 400) if "SpotStrategy" in params else (None, 200) for params, _ in UNITS.values()]
+    assert [(r["params"].get("SpotStrategy"), r["status"]) for r in refused] == [*first_round, (None, 400)]
     doc = json.loads(second.read_text())
     assert [pl["provider"] for pl in doc["price_lists"][:2]] == ["alibaba", "alibaba"]  # the first is still needed
-    assert "ecs.ebmgn7.26xlarge" not in doc["price_lists"][0]["regions"][region]
+    front = doc["price_lists"][0]["regions"][region]
+    assert gone not in front and set(front[h20]) == {"on_demand", *ALIBABA_TERMS}
     catalog = catalog_from_file(str(second))
-    assert {p.billing: p.hourly for p in catalog.prices("alibaba", region, "ecs.ebmgn7.26xlarge")} == {
-        BillingModel.ON_DEMAND: 80.25, BillingModel.MONTHLY: 42.5}
-    assert catalog.prices("alibaba", region, "ecs.ebmgn8v.48xlarge")[0].hourly == 150.0
+    assert {p.billing.value: p.hourly for p in catalog.prices("alibaba", region, gone)} == old[gone]
+    h20_now = {p.billing: p for p in catalog.prices("alibaba", region, h20)}
+    assert (h20_now[BillingModel.ON_DEMAND].hourly, h20_now[BillingModel.ON_DEMAND].as_of) == (150.0, TODAY)
+    assert h20_now[BillingModel.SPOT].hourly == old[h20]["spot"]
 
 
 def test_alibaba_bad_credentials_are_an_auth_error_and_not_retried(ecs: AlibabaEmulator, tmp_path: Path) -> None:
@@ -399,13 +468,38 @@ def test_alibaba_describe_price_refuses_an_unknown_type_and_bad_units_as_ecs_doe
     with pytest.raises(TeaException) as exc:
         ecs_call(ecs, "DescribePrice", {"InstanceType": ALL_TYPES[0], "PriceUnit": "Month", "Period": 10})
     assert exc.value.code == "InvalidPeriod"  # DescribePrice's table: 400 InvalidPeriod
+    month = ali.PRICES[ALL_TYPES[0]]["month"]
     year = ecs_call(ecs, "DescribePrice", {"InstanceType": ALL_TYPES[0], "PriceUnit": "Year", "Period": 1,
                                            "SystemDisk": {"Size": 100}})
     price = year["PriceInfo"]["Price"]
-    assert price["Currency"] == "CNY" and price["OriginalPrice"] == 12 * 73000.0 + 12 * 100 * 0.5
+    assert price["Currency"] == "CNY" and price["OriginalPrice"] == 12 * month + 12 * 100 * 0.5
     assert price["TradePrice"] == pytest.approx(price["OriginalPrice"] - price["DiscountPrice"])
     assert [r["RuleId"] for r in year["PriceInfo"]["Rules"]["Rule"]] == [1001]
-    assert price_of(year, ALL_TYPES[0]) == pytest.approx(12 * 73000.0 * 0.85)
+    assert price_of(year, ALL_TYPES[0]) == pytest.approx(12 * month * 0.85)
+    three = ecs_call(ecs, "DescribePrice", {"InstanceType": ALL_TYPES[0], "PriceUnit": "Year", "Period": 3})
+    assert price_of(three, ALL_TYPES[0]) == pytest.approx(36 * month * 0.85)
+
+
+def test_alibaba_describe_price_prices_spot_by_the_hour_only_and_not_a_type_not_sold_so(ecs: AlibabaEmulator) -> None:
+    from Tea.exceptions import TeaException
+
+    h20, table = ALL_TYPES[0], ali.PRICES[ALL_TYPES[0]]
+    spot = ecs_call(ecs, "DescribePrice", {"InstanceType": h20, "SpotStrategy": "SpotAsPriceGo"})
+    assert price_of(spot, h20) == table["spot"] < table["hour"]  # PriceUnit Hour and Period 1 are the defaults
+    assert spot["PriceInfo"]["Rules"]["Rule"] == []
+    # "takes effect only when PriceUnit=Hour and Period=1": a month with a spot strategy is a month's subscription
+    month = ecs_call(ecs, "DescribePrice", {"InstanceType": h20, "PriceUnit": "Month", "Period": 1,
+                                            "SpotStrategy": "SpotAsPriceGo"})
+    assert price_of(month, h20) == pytest.approx(table["month"] * (1 - ali.SUBSCRIPTION_DISCOUNT))
+    unsold = next(n for n in ALL_TYPES if "spot" not in ali.PRICES[n])
+    with pytest.raises(TeaException) as exc:
+        ecs_call(ecs, "DescribePrice", {"InstanceType": unsold, "SpotStrategy": "SpotAsPriceGo"})
+    assert exc.value.code == "PriceNotFound"
+    assert [r["rules"][-1] for r in ecs.requests("DescribePrice")[-3:]] == [
+        "price-spot", "price-spot-subscription", "price-spot-not-found"]
+    # the price list leaves that model unpriced and prices the others
+    assert set(AlibabaPriceList(endpoint=ecs.url, retry=FAST).prices(ali.REGION, [unsold])[unsold]) == {
+        BillingModel.ON_DEMAND, BillingModel.MONTHLY, BillingModel.RESERVED_1Y, BillingModel.RESERVED_3Y}
 
 
 def test_alibaba_a_price_in_another_currency_or_without_a_figure_is_refused() -> None:
@@ -419,7 +513,8 @@ def test_alibaba_a_price_in_another_currency_or_without_a_figure_is_refused() ->
 
 # -- huawei ---------------------------------------------------------------------------------------------------
 def with_older_prices() -> dict[str, Any]:
-    """The shipped catalogue plus an older Huawei price list (and a second flavor the emulator does not price)."""
+    """The shipped catalogue plus an older Huawei price list, every billing model priced (and a second flavor the
+    emulator does not price)."""
     doc: dict[str, Any] = copy.deepcopy(catalog_document())
     [entry] = [e for e in doc["offerings"] if e.get("provider") == "huawei"]
     other = copy.deepcopy(entry)
@@ -427,7 +522,8 @@ def with_older_prices() -> dict[str, Any]:
     doc["offerings"].append(other)
     doc["price_lists"].append({"provider": "huawei", "currency": "CNY", "as_of": "2025-01-15",
                                "source": "test: an older price list", "regions": {hw.REGION: {
-                                   FLAVOR: {"on_demand": 300.0}, UNPRICED: {"on_demand": 123.0}}}})
+                                   FLAVOR: {"on_demand": 300.0, "monthly": 190.0, "reserved_1y": 150.0},
+                                   UNPRICED: {"on_demand": 123.0, "monthly": 99.0, "reserved_1y": 88.0}}}})
     parse_catalog(doc, "test catalogue")
     return doc
 
@@ -438,16 +534,103 @@ def test_huawei_a_flavor_the_api_does_not_price_keeps_its_older_price_and_is_rep
     doc = with_older_prices()
     report = RefreshReport(out="-", as_of=TODAY)
     out = refresh_document(doc, "huawei", inquiry(bss).prices, currency="CNY", source="test", report=report)
-    assert out["price_lists"][0]["regions"] == {region: {FLAVOR: {"on_demand": 250.5}}}
+    assert out["price_lists"][0]["regions"] == {region: {FLAVOR: {**HUAWEI_PRICES, "on_demand": 250.5}}}
     text = report.text()
     assert f"huawei {region} {FLAVOR} on_demand: 300 -> 250.5" in text
-    assert f"kept: huawei {region} {UNPRICED} on_demand 123 CNY (as of 2025-01-15; the API did not price it)" in text
+    assert f"huawei {region} {FLAVOR} monthly: 190 -> {HUAWEI_PRICES['monthly']:g}" in text
+    for billing, value in (("on_demand", 123), ("monthly", 99), ("reserved_1y", 88)):
+        assert (f"kept: huawei {region} {UNPRICED} {billing} {value} CNY (as of 2025-01-15; the API did not price "
+                "it)") in text
     catalog = parse_catalog(out, "refreshed")
-    assert catalog.prices("huawei", region, UNPRICED)[0].hourly == 123.0
+    assert {p.billing.value: p.hourly for p in catalog.prices("huawei", region, UNPRICED)} == {
+        "on_demand": 123.0, "monthly": 99.0, "reserved_1y": 88.0}
     assert {e.name for e in catalog.of("huawei")} == {FLAVOR, UNPRICED}
-    refusals = [r for r in bss.requests("ListOnDemandResourceRatings")
-                if r["params"]["body"]["product_infos"][0]["resource_spec"] == UNPRICED]
-    assert len(refusals) == 1  # the API's refusal (CBC.99006006) is an answer, not retried
+    # each refusal (CBC.99006006) is an answer, not retried: one per inquiry (on demand, a month, a year)
+    for op, count in (("ListOnDemandResourceRatings", 1), ("ListRateOnPeriodDetail", 2)):
+        refusals = [r for r in bss.requests(op) if r["params"]["body"]["product_infos"][0]["resource_spec"] == UNPRICED]
+        assert [r["status"] for r in refusals] == [400] * count
+
+
+def test_huawei_a_flavor_priced_on_demand_but_not_for_a_period_is_unpriced_for_that_period(
+        bss: HuaweiEmulator) -> None:
+    region = hw.REGION
+    bss.set_price(region, UNPRICED, 99.5)  # BSS prices it by the hour, for no month or year
+    bss.set_period_price(region, FLAVOR, 3, None)  # and the other flavor by the month, not the year
+    report = RefreshReport(out="-", as_of=TODAY)
+    out = refresh_document(with_older_prices(), "huawei", inquiry(bss).prices, currency="CNY", source="test",
+                           report=report)
+    assert out["price_lists"][0]["regions"] == {region: {
+        UNPRICED: {"on_demand": 99.5},
+        FLAVOR: {"on_demand": HUAWEI_PRICES["on_demand"], "monthly": HUAWEI_PRICES["monthly"]}}}
+    text = report.text()
+    assert f"huawei {region} {UNPRICED} on_demand: 123 -> 99.5" in text
+    for name, billing, value in ((UNPRICED, "monthly", 99), (UNPRICED, "reserved_1y", 88),
+                                 (FLAVOR, "reserved_1y", 150)):
+        assert (f"kept: huawei {region} {name} {billing} {value} CNY (as of 2025-01-15; the API did not price "
+                "it)") in text
+    assert f"{UNPRICED} monthly:" not in text and f"{FLAVOR} reserved_1y:" not in text  # no price came for them
+    # on its own, the inquiry prices exactly the models BSS answered
+    assert inquiry(bss).prices(region, [UNPRICED, FLAVOR]) == {
+        UNPRICED: {BillingModel.ON_DEMAND: 99.5},
+        FLAVOR: {BillingModel.ON_DEMAND: HUAWEI_PRICES["on_demand"], BillingModel.MONTHLY: HUAWEI_PRICES["monthly"]}}
+
+
+def test_huawei_the_period_inquiry_answers_in_the_sdk_response_shape(bss: HuaweiEmulator) -> None:
+    from huaweicloudsdkbss.v2 import (
+        ListRateOnPeriodDetailRequest,
+        ListRateOnPeriodDetailResponse,
+        OfficialWebsiteRatingResult,
+        PeriodProductInfo,
+        PeriodProductOfficialRatingResult,
+        RateOnPeriodReq,
+    )
+    from huaweicloudsdkcore.exceptions.exceptions import ClientRequestException
+
+    client = inquiry(bss)._bss()
+
+    def ask(**info: Any) -> Any:
+        fields = {"id": "1", "cloud_service_type": "hws.service.type.bms", "resource_type": "hws.resource.type.bms",
+                  "resource_spec": FLAVOR, "region": hw.REGION, "period_type": 2, "period_num": 1,
+                  "subscription_num": 1, **info}
+        return client.list_rate_on_period_detail(ListRateOnPeriodDetailRequest(body=RateOnPeriodReq(
+            project_id=PROJECT_ID, product_infos=[PeriodProductInfo(**fields)])))
+
+    month = hw.PERIOD_PRICES[(hw.REGION, FLAVOR, 2)]
+    answer = ask(period_num=3, subscription_num=2)
+    assert isinstance(answer, ListRateOnPeriodDetailResponse) and answer.currency == "CNY"
+    official = answer.official_website_rating_result
+    assert isinstance(official, OfficialWebsiteRatingResult) and official.measure_id == 1
+    assert float(official.official_website_amount) == pytest.approx(6 * month)
+    assert [type(r) for r in official.product_rating_results] == [PeriodProductOfficialRatingResult]
+    assert period_amount_from_answer(answer, FLAVOR) == pytest.approx(6 * month)
+    assert period_amount_from_answer(ask(period_type=3), FLAVOR) == hw.PERIOD_PRICES[(hw.REGION, FLAVOR, 3)]
+    assert not answer.optional_discount_rating_results  # returned only where the account has optional discounts
+    for bad, code in (({"period_type": 4}, "CBC.99006006"), ({"resource_spec": "physical.nope"}, "CBC.99006006"),
+                      ({"period_type": 1}, "CBC.0100"), ({"period_num": 0}, "CBC.0100")):
+        with pytest.raises(ClientRequestException) as exc:
+            ask(**bad)
+        assert (exc.value.status_code, exc.value.error_code) == (400, code), bad
+
+
+def test_huawei_an_answer_in_another_currency_or_unit_is_refused_not_guessed() -> None:
+    from huaweicloudsdkbss.v2 import (
+        ListRateOnPeriodDetailResponse,
+        OfficialWebsiteRatingResult,
+        PeriodProductOfficialRatingResult,
+    )
+
+    def answer(currency: str | None, measure: int) -> ListRateOnPeriodDetailResponse:
+        line = PeriodProductOfficialRatingResult(id="1", official_website_amount=1000, measure_id=measure)
+        return ListRateOnPeriodDetailResponse(currency=currency, official_website_rating_result=(
+            OfficialWebsiteRatingResult(official_website_amount=1000, measure_id=measure,
+                                        product_rating_results=[line])))
+
+    assert period_amount_from_answer(answer(None, 1), FLAVOR) == 1000.0  # "值为空代表人民币"
+    with pytest.raises(ProviderError, match="in USD; expected CNY"):
+        period_amount_from_answer(answer("USD", 1), FLAVOR)
+    with pytest.raises(ProviderError, match="measure unit 3"):
+        period_amount_from_answer(answer("CNY", 3), FLAVOR)
+    assert period_amount_from_answer(ListRateOnPeriodDetailResponse(), FLAVOR) is None
 
 
 def test_huawei_bad_credentials_are_an_auth_error_and_not_retried(bss: HuaweiEmulator,
@@ -455,6 +638,7 @@ def test_huawei_bad_credentials_are_an_auth_error_and_not_retried(bss: HuaweiEmu
     with pytest.raises(AuthError, match=r"APIGW\.0301"):
         inquiry(bss, sk="not-the-secret").prices(hw.REGION, [FLAVOR])
     assert len(bss.requests("ListOnDemandResourceRatings")) == 1
+    assert bss.requests("ListRateOnPeriodDetail") == []  # the refresh stopped at the first refusal
     monkeypatch.delenv("HUAWEICLOUD_SDK_DOMAIN_ID", raising=False)  # the process's environment, not the SDK
     with pytest.raises(AuthError, match="HUAWEICLOUD_SDK_DOMAIN_ID"):
         inquiry(bss, domain_id=None).prices(hw.REGION, [FLAVOR])
@@ -527,3 +711,51 @@ def test_huawei_an_unknown_flavor_is_refused_with_the_bss_error_body(bss: Huawei
     assert (exc.value.status_code, exc.value.error_code) == (400, "CBC.99006006")
     assert "physical.nope" in exc.value.error_msg
     assert inquiry(bss).prices(hw.REGION, ["physical.nope"]) == {}
+
+
+# -- issue 22: China requests planned in CNY from what the refresh priced -----------------------------------------
+#: Each Chinese cloud's request: its accelerator, and the billing a one-month and a one-year run should pick.
+#: A BMS image id (IMS) of the Huawei emulator; Huawei has no default image: a plan's requirements name one.
+HUAWEI_IMAGE = "9f8e7d6c-5b4a-4392-8172-6a5b4c3d2e1f"
+CHINA_ASKS = {"alibaba": (["A100", "H20"], "monthly", "reserved_1y"), "huawei": (["910B"], "monthly", "reserved_1y")}
+
+
+@pytest.mark.parametrize("case", [ALIBABA, HUAWEI], ids=str)
+def test_china_requests_get_priced_options_in_cny_and_the_spec_validates(case: Case, request: pytest.FixtureRequest,
+                                                                         tmp_path: Path) -> None:
+    emulator = request.getfixturevalue(case.emulator)
+    catalog_path = tmp_path / "catalog.json"
+    assert refresh(case, emulator, catalog_path).returncode == 0
+    gpus, month_billing, year_billing = CHINA_ASKS[case.provider]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(  # the shared file system's encryption, and (as examples/huawei-bms does) BMS's untagged volumes
+        "rules:\n  MF-ENC-003:\n    known_encrypted: ['fill-in:*']\nsuppressions:\n  - rule: MF-TAG-001\n"
+        "    resource: '*root volume'\n    reason: BMS gives the EVS volumes it creates with the server no tags\n")
+    for months, billing in ((1, month_billing), (12, year_billing)):
+        req = tmp_path / f"req-{months}.yaml"
+        req.write_text(yaml.safe_dump({
+            "gpus": 16, "gpu": gpus, "providers": [case.provider], "regions": [case.region], "currency": "CNY",
+            "duration": {"months": months}, "storage": {"shared_tib": 10},
+            "billing": ["on_demand", "monthly", "reserved_1y"],  # spot is cheaper still, and interruptible
+            "cluster": {"name": f"china-{months}", "tags": {"owner": "ml", "cost-center": "cc-1"},
+                        "image": HUAWEI_IMAGE if case.provider == "huawei" else ali.IMAGES[0]}}))
+        spec = tmp_path / f"spec-{months}.yaml"
+        res = run(case, "plan", str(req), "--catalog", str(catalog_path), "--out", str(spec), "--json",
+                  home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        plan = json.loads(res.stdout)
+        assert plan["currency"] == "CNY" and plan["options"], plan
+        best = plan["options"][0]
+        assert (best["provider"], best["region"], best["billing"]) == (case.provider, case.region, billing)
+        catalog = catalog_from_file(str(catalog_path))
+        price = next(p for p in catalog.prices(case.provider, case.region, best["offering"])
+                     if p.billing.value == billing)
+        hours = HOURS_PER_MONTH * months if billing == "monthly" else HOURS_PER_YEAR
+        # compute is billed as the provider bills: whole months, or the whole year's term
+        assert best["lines"][0]["amount"] == round(best["nodes"] * price.hourly * hours, 2)
+        assert any("shared storage" in line["what"] for line in best["lines"]) or \
+            any("shared storage" in u for u in best["unpriced"])
+        assert any(p["source"].startswith(case.provider) or case.source in p["source"] for p in [best["price"]])
+        validate = run(case, "validate", str(spec), "--policy-config", str(policy), home=tmp_path)
+        assert validate.returncode == 0, validate.stdout + validate.stderr
+        assert f"on {case.provider} {case.region}" in validate.stdout

@@ -58,9 +58,11 @@ What it does (the table says, rule by rule, why):
     cloud-init output (base64) with the host's key. The host's eRDMA devices come from the interfaces the
     emulator attached: one per HighPerformance interface on a network card of a type whose EriQuantity allows it
     (``erdma_fabric``). DeleteInstances stops the host. The security groups decide who reaches a host's SSH port.
-(h) DescribePrice (``ResourceType=instance``): ``PriceUnit`` Hour (pay-as-you-go), Month or Year (subscription),
-    in ECS's shape, from the emulator's own made-up price table (:data:`PRICES`), never the catalogue's, so a price
-    a refresh writes can only have come through the API; subscriptions get a 15 % discount (rule 1001).
+(h) DescribePrice (``ResourceType=instance``): ``PriceUnit`` Hour (pay-as-you-go; with a spot ``SpotStrategy``, the
+    spot hour), Month or Year (subscription), in ECS's shape, from the emulator's own made-up price table
+    (:data:`PRICES`), never the catalogue's, so a price a refresh writes can only have come through the API;
+    subscriptions get a 15 % discount (rule 1001); a type the table has no spot price for answers ``PriceNotFound``
+    when asked the spot price.
 (i) Subscriptions: a PrePaid instance carries its ``ExpiredTime`` (creation + Period); DeleteInstances refuses it
     until it has expired (and then only with ``TerminateSubscription``); ModifyInstanceChargeType converts it to
     pay-as-you-go (Running or Stopped, not expired), answering the refund with ``IsDetailFee``; ``POST
@@ -69,8 +71,9 @@ What it does (the table says, rule by rule, why):
 Control endpoints (not ECS; never counted or faulted; the kit's, plus): ``POST /_metalfleet/stock {"zone", "type",
 "count"}``, ``POST /_metalfleet/quota {"instances": n}``, ``POST /_metalfleet/kms-keys {"keys": [...]}`` (added),
 ``POST /_metalfleet/timing {"boot_seconds", "release_seconds"}``, ``POST /_metalfleet/prices {"type", "hour",
-"month"}`` (set a type's list prices; ``null`` for both withdraws it), ``POST /_metalfleet/expire {"instance"}``,
-``GET /_metalfleet/instances`` (every instance record, released ones included). Faults answer ECS's errors:
+"month", "spot"}`` (set a type's list prices, ``spot`` optional; ``null`` hour and month withdraw it), ``POST
+/_metalfleet/expire {"instance"}``, ``GET /_metalfleet/instances`` (every instance record, released ones included).
+Faults answer ECS's errors:
 ``Throttling.User`` (400), ``ServiceUnavailable`` (503), and RunInstances' ``OperationDenied.NoStock`` (403).
 """
 
@@ -146,11 +149,11 @@ INSTANCE_TYPES: dict[str, dict[str, Any]] = {
         "NvmeSupport": "required"},
     "ecs.ebmgn7ex.32xlarge": {
         "InstanceTypeId": "ecs.ebmgn7ex.32xlarge", "InstanceTypeFamily": "ecs.ebmgn7ex", "CpuCoreCount": 128,
-        "MemorySize": 1024.0, "GPUAmount": 8, "GPUSpec": "NVIDIA A100", "GPUMemorySize": 80.0, "EriQuantity": 4,
-        "NetworkCardQuantity": 4, "EniQuantity": 32, "InstanceBandwidthRx": 100000000,
-        "InstanceBandwidthTx": 100000000, "LocalStorageAmount": 0, "InstanceCategory": "ECS Bare Metal",
+        "MemorySize": 1024.0, "GPUAmount": 8, "GPUSpec": "NVIDIA A100", "GPUMemorySize": 80.0, "EriQuantity": 2,
+        "NetworkCardQuantity": 2, "EniQuantity": 16, "InstanceBandwidthRx": 160000000,
+        "InstanceBandwidthTx": 160000000, "LocalStorageAmount": 0, "InstanceCategory": "ECS Bare Metal",
         "CpuArchitecture": "X86",
-        "NetworkCards": {"NetworkCardInfo": [{"NetworkCardIndex": i} for i in range(4)]}, "NvmeSupport": "required"},
+        "NetworkCards": {"NetworkCardInfo": [{"NetworkCardIndex": i} for i in range(2)]}, "NvmeSupport": "required"},
     "ecs.ebmgn7e.32xlarge": {
         "InstanceTypeId": "ecs.ebmgn7e.32xlarge", "InstanceTypeFamily": "ecs.ebmgn7e", "CpuCoreCount": 128,
         "MemorySize": 1024.0, "GPUAmount": 8, "GPUSpec": "NVIDIA A100", "GPUMemorySize": 80.0, "EriQuantity": 0,
@@ -170,15 +173,19 @@ INSTANCE_TYPES: dict[str, dict[str, Any]] = {
         "InstanceCategory": "General-purpose", "CpuArchitecture": "X86",
         "NetworkCards": {"NetworkCardInfo": [{"NetworkCardIndex": 0}]}, "NvmeSupport": "supported"},
 }
-#: Per-ERI bandwidth (Gbit/s) of the types with ERI: the type's bandwidth over its ERIs.
-ERI_GBPS = {"ecs.ebmgn8v.48xlarge": 85.0, "ecs.ebmgn7ex.32xlarge": 25.0}
+#: Per-ERI bandwidth (Gbit/s) of the types with ERI: the family page's eRDMA bandwidth over its ERIs (ebmgn8v: "up
+#: to 160 Gbit/s of bandwidth per instance"; ebmgn7ex: two ERIs on different network card indexes "160 Gbit/s",
+#: 实例规格族 https://help.aliyun.com/document_detail/25378.html, read 2026-12-01; ebmgn7ex: 2 physical network
+#: cards, 16 ENIs, 160 (80 x 2) Gbit/s, as that page's table gives).
+ERI_GBPS = {"ecs.ebmgn8v.48xlarge": 80.0, "ecs.ebmgn7ex.32xlarge": 80.0}
 DEFAULT_STOCK = 64
-#: (h) The emulator's own DescribePrice table: type -> list price in CNY per hour (pay-as-you-go) and per month
-#: (subscription). Made-up figures, deliberately unlike the catalogue's; the general-purpose type is priced too.
+#: (h) The emulator's own DescribePrice table: type -> list price in CNY per hour (pay-as-you-go), per month
+#: (subscription) and, for a type sold as spot, per spot hour. Made-up figures, deliberately unlike the catalogue's;
+#: the general-purpose type is priced too; two types have no spot price (DescribePrice answers PriceNotFound).
 PRICES: dict[str, dict[str, float]] = {
-    "ecs.ebmgn8v.48xlarge": {"hour": 160.0, "month": 73000.0},
-    "ecs.ebmgn7ex.32xlarge": {"hour": 120.5, "month": 58400.0},
-    "ecs.ebmgn7e.32xlarge": {"hour": 110.0, "month": 51100.0},
+    "ecs.ebmgn8v.48xlarge": {"hour": 160.0, "month": 73000.0, "spot": 48.5},
+    "ecs.ebmgn7ex.32xlarge": {"hour": 120.5, "month": 58400.0, "spot": 37.25},
+    "ecs.ebmgn7e.32xlarge": {"hour": 110.0, "month": 51100.0, "spot": 33.0},
     "ecs.ebmgn7.26xlarge": {"hour": 80.25, "month": 36500.0},
     "ecs.g7.large": {"hour": 0.5, "month": 200.0},
 }
@@ -232,9 +239,11 @@ class AlibabaEmulator(EmulatorClient):
                 if v is not None}
         self.control("POST", "timing", body)
 
-    def set_price(self, instance_type: str, hour: float | None, month: float | None) -> None:
-        """(h) Set a type's DescribePrice list prices (CNY per hour, per month); both None withdraws it."""
-        self.control("POST", "prices", {"type": instance_type, "hour": hour, "month": month})
+    def set_price(self, instance_type: str, hour: float | None, month: float | None,
+                  spot: float | None = None) -> None:
+        """(h) Set a type's DescribePrice list prices (CNY per hour, per month, per spot hour: None, not sold as
+        spot); hour and month None withdraw it."""
+        self.control("POST", "prices", {"type": instance_type, "hour": hour, "month": month, "spot": spot})
 
     def instances(self) -> list[dict[str, Any]]:
         """Every instance record, released ones included (``released``: true)."""
@@ -1205,7 +1214,16 @@ def describe_price(params: dict[str, str]) -> dict[str, Any]:
     months = 0 if unit in ("Hour", "Week") else period * (12 if unit == "Year" else 1)
     hours = {"Hour": 1.0, "Week": 168.0 * period}.get(unit, 0.0)
     disk_size = _int(params, "SystemDisk.Size", 40)
-    instance = table["hour"] * hours if hours else table["month"] * months
+    hourly = table["hour"]
+    if params.get("SpotStrategy") in ("SpotWithPriceLimit", "SpotAsPriceGo"):
+        if unit != "Hour" or period != 1:
+            RULES.applies("price-spot-subscription")
+        elif table.get("spot") is None:
+            raise refuse("price-spot-not-found", itype=itype)
+        else:
+            RULES.applies("price-spot")
+            hourly = table["spot"]
+    instance = hourly * hours if hours else table["month"] * months
     disk = disk_size * (DISK_GIB["Hour"] * hours if hours else DISK_GIB["Month"] * months)
     lines = [("instanceType", instance), ("systemDisk", disk)]
     rate = SUBSCRIPTION_DISCOUNT if unit != "Hour" else 0.0
@@ -1630,6 +1648,8 @@ def _control_prices(raw: dict[str, Any], _query: dict[str, str]) -> Any:
         STATE.prices.pop(itype, None)
     else:
         STATE.prices[itype] = {"hour": float(raw["hour"]), "month": float(raw["month"])}
+        if raw.get("spot") is not None:
+            STATE.prices[itype]["spot"] = float(raw["spot"])
     return {"ok": True}
 
 

@@ -47,9 +47,12 @@ field it answers is one the official SDK models have, with their types. The requ
     sold-out refusal, lost responses a 500 after the work was done) and control endpoint, plus ``fail_jobs``
     (a message): create jobs taken from then on FAIL when they end (``BMS.0006`` and that reason, per sub-job too)
     and their servers go to ERROR with it as their ``fault`` (still billed: release unsubscribes them).
-(f) The BSS price inquiry (ListOnDemandResourceRatings) from :data:`PRICES`, the emulator's own price table
-    (made-up CNY figures per region and flavor, never copied from the catalogue; ``POST /_metalfleet/prices``
-    sets one, a null price removes it); yearly/monthly orders are charged from :data:`TERM_PRICES` (made up too).
+(f) The BSS price inquiry: on demand (ListOnDemandResourceRatings) from :data:`PRICES`, the emulator's own price
+    table (made-up CNY figures per region and flavor, never copied from the catalogue), and yearly/monthly
+    (ListRateOnPeriodDetail) from :data:`PERIOD_PRICES` (per region, flavor and period type: a month or a year,
+    the figures :data:`TERM_PRICES` charges orders at); a flavor either table lacks is "not found"
+    (``CBC.99006006``) for that inquiry only. ``POST /_metalfleet/prices`` sets a price (with ``period_type``, a
+    period one), a null price removes it; yearly/monthly orders are charged from :data:`TERM_PRICES` (made up too).
 (g) Simulated hosts (``--sim-hosts``; needs root): a VM-mode host per server, for its flavor (Ascend flavors get
     the ``ascend-910b`` host, whose npu-smi / hccn_tool answer from its simulated hardware), whose ``ubuntu``
     login takes the server's key pair; the server's fixed IP is the host's address.
@@ -85,8 +88,9 @@ from metalfleet.testing.kit import (
 )
 from metalfleet.testing.reference import Enforcer
 
-__all__ = ["DOMAIN_ID", "FLAVORS", "PRICES", "PROJECT_ID", "REGION", "RULES", "TERM_PRICES", "TEST_AK", "TEST_SK",
-           "USER_ID", "WORLD", "ZONES", "HuaweiEmulator", "canonical_request", "identify", "signature"]
+__all__ = ["DOMAIN_ID", "FLAVORS", "PERIOD_PRICES", "PRICES", "PROJECT_ID", "REGION", "RULES", "TERM_PRICES",
+           "TEST_AK", "TEST_SK", "USER_ID", "WORLD", "ZONES", "HuaweiEmulator", "canonical_request", "identify",
+           "signature"]
 
 #: The test credentials and project (the project id is the one in the SDK wire captures).
 TEST_AK = "HWAKTEST"
@@ -119,6 +123,12 @@ PRICES: dict[tuple[str, str], float] = {
 }
 #: The emulator's own yearly/monthly prices (made up): flavor -> CNY per month; a year is charged ten months.
 TERM_PRICES: dict[str, float] = {"physical.kat2e.48xlarge.8.313t": 123456.78}
+#: The emulator's own yearly/monthly price inquiry table: (region, flavor, period_type) -> CNY for one server for
+#: one period (period_type 2 a month, 3 a year). The figures orders are charged at (:data:`TERM_PRICES`, a year ten
+#: months), in the regions :data:`PRICES` prices on demand.
+PERIOD_PRICES: dict[tuple[str, str, int], float] = {
+    (region, flavor, period): round(TERM_PRICES[flavor] * (10 if period == 3 else 1), 2)
+    for region, flavor in PRICES if flavor in TERM_PRICES for period in (2, 3)}
 SKEW_SECONDS = 15 * 60
 _DATE = "%Y%m%dT%H%M%SZ"
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
@@ -145,6 +155,12 @@ class HuaweiEmulator(EmulatorClient):
     def set_price(self, region: str, flavor: str, hourly: float | None) -> None:
         """Set (or, with None, remove) the BSS on-demand price of ``flavor`` in ``region`` (CNY per hour)."""
         self.control("POST", "prices", {"region": region, "flavor": flavor, "hourly": hourly})
+
+    def set_period_price(self, region: str, flavor: str, period_type: int, amount: float | None) -> None:
+        """Set (or, with None, remove) the BSS yearly/monthly price of ``flavor`` in ``region`` (CNY for one server
+        for one period of ``period_type``: 2 a month, 3 a year)."""
+        self.control("POST", "prices", {"region": region, "flavor": flavor, "period_type": period_type,
+                                        "amount": amount})
 
     def billing(self) -> dict[str, Any]:
         """The emulator's BSS tables as they stand: ``orders`` and ``resources`` (by id)."""
@@ -253,6 +269,7 @@ def check_signature(environ: dict[str, Any], body: bytes, now: datetime) -> None
 _BMS = re.compile(r"^/v1/([^/]+)/(.*)$")
 #: BSS paths (global: no project in them).
 RATINGS = "/v2/bills/ratings/on-demand-resources"
+PERIOD_RATINGS = "/v2/bills/ratings/period-resources/subscribe-rate"
 ORDER_DETAILS = "/v2/orders/customer-orders/details/"
 RESOURCES_QUERY = "/v2/orders/suscriptions/resources/query"
 UNSUBSCRIBE = "/v2/orders/subscriptions/resources/unsubscribe"
@@ -263,6 +280,8 @@ def route(method: str, path: str) -> tuple[str | None, dict[str, str]]:
     path = path.rstrip("/") or "/"
     if path == RATINGS and method == "POST":
         return "ListOnDemandResourceRatings", {}
+    if path == PERIOD_RATINGS and method == "POST":
+        return "ListRateOnPeriodDetail", {}
     if path.startswith(ORDER_DETAILS) and method == "GET":
         return "ShowCustomerOrderDetails", {"order_id": path[len(ORDER_DETAILS):]}
     if path == RESOURCES_QUERY and method == "POST":
@@ -334,6 +353,7 @@ class State:
         self.job_seconds = 0.2
         self.ips = 10
         self.prices: dict[tuple[str, str], float] = dict(PRICES)
+        self.period_prices: dict[tuple[str, str, int], float] = dict(PERIOD_PRICES)
 
 
 STATE = State()
@@ -844,6 +864,46 @@ def _rate(doc: dict[str, Any]) -> dict[str, Any]:
             "measure_id": 1, "currency": "CNY", "product_rating_results": results}
 
 
+#: PeriodProductInfo.period_type, as the SDK model lists it: 0 day, 2 month, 3 year, 4 hour.
+PERIOD_TYPES = (0, 2, 3, 4)
+
+
+def _rate_period(doc: dict[str, Any]) -> dict[str, Any]:
+    """ListRateOnPeriodDetail from STATE.period_prices (called with LOCK held)."""
+    if doc.get("project_id") != PROJECT_ID:
+        raise refuse("period-project", project=doc.get("project_id"))
+    infos = doc.get("product_infos")
+    ids = [i.get("id") for i in infos if isinstance(i, dict)] if isinstance(infos, list) else []
+    if (not isinstance(infos, list) or not 1 <= len(infos) <= 100 or len(ids) != len(infos) or not all(ids)
+            or len(set(ids)) != len(ids)):
+        raise refuse("period-products")
+    results = []
+    total = 0.0
+    for info in infos:
+        if (info.get("cloud_service_type"), info.get("resource_type")) != ("hws.service.type.bms",
+                                                                            "hws.resource.type.bms"):
+            raise refuse("period-product-unknown", product=f"{info.get('cloud_service_type')}/"
+                                                           f"{info.get('resource_type')}")
+        period = info.get("period_type")
+        if period not in PERIOD_TYPES:
+            raise refuse("period-type", period=period)
+        counts = (info.get("period_num"), info.get("subscription_num"))
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
+            raise refuse("period-counts", period_num=counts[0], subscription_num=counts[1])
+        price = STATE.period_prices.get((str(info.get("region")), str(info.get("resource_spec")), period))
+        if price is None:
+            raise refuse("period-product-unknown", product=f"{info.get('resource_spec')} in {info.get('region')} "
+                                                           f"for period_type {period}")
+        amount = round(price * counts[0] * counts[1], 6)
+        total += amount
+        results.append({"id": info["id"], "product_id": "OFFI" + hashlib.sha256(
+            f"{info.get('region')}/{info.get('resource_spec')}/{period}".encode()).hexdigest()[:24].upper(),
+            "official_website_amount": amount, "measure_id": 1})
+    RULES.applies("period-price")
+    return {"official_website_rating_result": {"official_website_amount": round(total, 6), "measure_id": 1,
+                                               "product_rating_results": results}, "currency": "CNY"}
+
+
 # ---------------------------------------------------------------------------------------------
 # The WSGI app.
 # ---------------------------------------------------------------------------------------------
@@ -866,6 +926,8 @@ def _answer(op: str, ids: dict[str, str], query: dict[str, str], doc: dict[str, 
         return 200, _resources(doc)
     if op == "CancelResourcesSubscription":
         return 200, _unsubscribe(doc)
+    if op == "ListRateOnPeriodDetail":
+        return 200, _rate_period(doc)
     return 200, _rate(doc)
 
 
@@ -941,6 +1003,14 @@ def _set_timing(raw: dict[str, Any], _q: dict[str, str]) -> Any:
 
 
 def _set_price(raw: dict[str, Any], _q: dict[str, str]) -> Any:
+    if raw.get("period_type") is not None:
+        period_key = (str(raw["region"]), str(raw["flavor"]), int(raw["period_type"]))
+        with LOCK:
+            if raw.get("amount") is None:
+                STATE.period_prices.pop(period_key, None)
+            else:
+                STATE.period_prices[period_key] = float(raw["amount"])
+        return {"ok": True}
     key = (str(raw["region"]), str(raw["flavor"]))
     with LOCK:
         if raw.get("hourly") is None:
