@@ -80,8 +80,9 @@ class NodeTraits:
 
     @classmethod
     def from_catalog(cls, e: CatalogOffering) -> NodeTraits:
+        # an unknown count (None: no provider page gives it) is none to set up; the host's facts still say
         return cls(vendor=e.vendor, gpu_model=e.gpu_model, gpu_count=e.gpu_count, interconnect=e.interconnect,
-                   fabric=e.fabric, fabric_cards=e.fabric_cards, nvme_count=e.nvme_count)
+                   fabric=e.fabric, fabric_cards=e.fabric_cards or 0, nvme_count=e.nvme_count or 0)
 
 
 def traits_for(provider: str | None, offering: str | None) -> NodeTraits | None:

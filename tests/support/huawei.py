@@ -832,6 +832,13 @@ def _unsubscribe(doc: dict[str, Any]) -> dict[str, Any]:
     return {"order_ids": orders}
 
 
+def _bms_product(info: dict[str, Any], inquiry: str) -> None:
+    """Both price inquiries price BMS servers only: another service or resource type is an unknown product."""
+    if (info.get("cloud_service_type"), info.get("resource_type")) != ("hws.service.type.bms", "hws.resource.type.bms"):
+        raise refuse(f"{inquiry}-product-unknown",
+                     product=f"{info.get('cloud_service_type')}/{info.get('resource_type')}")
+
+
 def _rate(doc: dict[str, Any]) -> dict[str, Any]:
     """ListOnDemandResourceRatings from STATE.prices (called with LOCK held)."""
     if doc.get("project_id") != PROJECT_ID:
@@ -842,10 +849,7 @@ def _rate(doc: dict[str, Any]) -> dict[str, Any]:
     results = []
     total = 0.0
     for info in infos:
-        if (info.get("cloud_service_type"), info.get("resource_type")) != ("hws.service.type.bms",
-                                                                            "hws.resource.type.bms"):
-            raise refuse("rating-product-unknown", product=f"{info.get('cloud_service_type')}/"
-                                                           f"{info.get('resource_type')}")
+        _bms_product(info, "rating")
         if str(info.get("usage_factor") or "").lower() != "duration":
             raise refuse("rating-usage-factor", factor=info.get("usage_factor"))
         if info.get("usage_measure_id") != 4:
@@ -880,10 +884,7 @@ def _rate_period(doc: dict[str, Any]) -> dict[str, Any]:
     results = []
     total = 0.0
     for info in infos:
-        if (info.get("cloud_service_type"), info.get("resource_type")) != ("hws.service.type.bms",
-                                                                            "hws.resource.type.bms"):
-            raise refuse("period-product-unknown", product=f"{info.get('cloud_service_type')}/"
-                                                           f"{info.get('resource_type')}")
+        _bms_product(info, "period")
         period = info.get("period_type")
         if period not in PERIOD_TYPES:
             raise refuse("period-type", period=period)
