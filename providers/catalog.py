@@ -293,7 +293,7 @@ class Catalog:
         """Regions an offering is listed in: its own ``regions`` then every region a price list prices it in
         (``*``: every region), in first-seen order."""
         entry = self.get(provider, name)
-        out = list(dict.fromkeys([*entry.regions, *entry.billing_terms.block_regions])) if entry else []
+        out = list(entry.regions) if entry else []
         for price_list in self.price_lists:
             if price_list.provider == provider:
                 out.extend(r for r, table in price_list.regions.items() if name in table and r not in out)

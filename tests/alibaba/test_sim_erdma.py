@@ -37,7 +37,8 @@ def test_ibv_devinfo_lists_the_fabric_erdma_devices(tmp_path: Path) -> None:
 
 def test_the_emulator_counts_the_eris_it_attached() -> None:
     both = [("HighPerformance", 0), ("HighPerformance", 1)]
-    assert erdma_fabric("ecs.ebmgn8v.48xlarge", both) == {"kind": "erdma", "nics": 2, "nic_gbps": 85.0}
+    # 160 Gbit/s of eRDMA over its 2 ERIs (the family page; 170 is the VPC bandwidth)
+    assert erdma_fabric("ecs.ebmgn8v.48xlarge", both) == {"kind": "erdma", "nics": 2, "nic_gbps": 80.0}
     assert erdma_fabric("ecs.ebmgn8v.48xlarge", [("HighPerformance", 0), ("Standard", 1)])["nics"] == 1
     assert erdma_fabric("ecs.ebmgn8v.48xlarge", [("HighPerformance", 0), ("HighPerformance", 7)])["nics"] == 1
     assert erdma_fabric("ecs.ebmgn7e.32xlarge", both)["nics"] == 0  # a type without ERI

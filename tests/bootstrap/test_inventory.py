@@ -19,8 +19,8 @@ from metalfleet.providers.models import Fabric, Interconnect
 def test_every_catalogue_offering_gives_its_traits() -> None:
     for e in load_catalog().entries:
         t = traits_for(e.provider, e.name)
-        assert t == NodeTraits(e.vendor, e.gpu_model, e.gpu_count, e.interconnect, e.fabric, e.fabric_cards,
-                               e.nvme_count), e.name
+        assert t == NodeTraits(e.vendor, e.gpu_model, e.gpu_count, e.interconnect, e.fabric, e.fabric_cards or 0,
+                               e.nvme_count or 0), e.name  # an unknown count: none to set up
     assert traits_for("aws", "p9.96xlarge") is None and traits_for(None, "p5.48xlarge") is None
     assert get_args(inventory.Vendor) == get_args(Vendor)
 
