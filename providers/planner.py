@@ -370,11 +370,11 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
         regions = _regions(req, catalog, entry)
         if not regions:
             listed = catalog.regions(entry.provider, entry.name)
-            why = catalog.why_unpriced(entry.provider, ANY_REGION, entry.name)
-            reason = (f"priced in no region: {why}" if not listed and why else "priced in no region" if not listed
+            why = None if listed else catalog.why_unpriced(entry.provider, ANY_REGION, entry.name)
+            reason = (f"priced in no region: {why}" if why else "priced in no region" if not listed
                       else "priced for every region: name the region in `regions`" if listed == [ANY_REGION] else
                       f"priced only in {', '.join(listed)}, not in the allowed regions")
-            rejected.append(Rejected(entry.provider, entry.name, None, None, reason, unpriced=bool(not listed and why)))
+            rejected.append(Rejected(entry.provider, entry.name, None, None, reason, unpriced=why is not None))
             continue
         for region in regions:
             prices = {p.billing: p for p in catalog.prices(entry.provider, region, entry.name)}
@@ -386,7 +386,7 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
                 Rejected(entry.provider, entry.name, region, billing,
                          catalog.why_unpriced(entry.provider, region, entry.name, billing)
                          or f"no list price for {billing.value} of {entry.name} in {region}", unpriced=True)
-                for billing in allowed_billing if billing not in prices and _sold(entry, billing, region)]
+                for billing in allowed_billing if billing not in prices and sold(entry, billing, region)]
             if not usable:
                 priced = ", ".join(b.value for b in prices) or "none"
                 rejected.extend(unpriced or [Rejected(entry.provider, entry.name, region, None,
@@ -406,28 +406,34 @@ def recommend(requirements: PlanRequirements, catalog: Catalog | None = None, *,
     return Plan(req, tuple(options), tuple(rejected), tuple(_assumptions(req, hours, used_lists)))
 
 
-def _sold(entry: CatalogOffering, billing: BillingModel, region: str | None = None) -> bool:
-    """Whether ``entry`` can be bought under ``billing`` at all (its platform sells the model, its terms allow
-    it): an unpriced model that is sold is listed as unpriced, one that is not sold is no option to price."""
+def unsold(entry: CatalogOffering, billing: BillingModel, region: str) -> str | None:
+    """Why ``entry`` cannot be bought under ``billing`` in ``region`` (its terms or its platform refuse it); None
+    where it can. A priced option it refuses is no option; an unpriced model it refuses is not listed unpriced."""
     terms = entry.billing_terms
     if terms.prepaid_only and billing not in (BillingModel.MONTHLY, *_TERM_HOURS):
+        return "sold prepaid only"
+    problem = billing_problem(entry.provider, billing)
+    if problem:  # priced, but not orderable so: the emitted spec would be refused
+        return problem
+    if billing == BillingModel.CAPACITY_BLOCK and terms.block_regions and region not in terms.block_regions:
+        return f"Capacity Blocks of {entry.name} are sold only in {', '.join(terms.block_regions)}"
+    return None
+
+
+def sold(entry: CatalogOffering, billing: BillingModel, region: str) -> bool:
+    """Whether ``entry`` is sold under ``billing`` in ``region``, as a catalogue without its price should list it
+    unpriced: :func:`unsold` says nothing against it, and a Capacity Block has durations it can be booked for."""
+    if billing == BillingModel.CAPACITY_BLOCK and not entry.billing_terms.block_windows:
         return False
-    if billing == BillingModel.CAPACITY_BLOCK and (not terms.block_windows or (
-            region is not None and terms.block_regions and region not in terms.block_regions)):
-        return False
-    return billing_problem(entry.provider, billing) is None
+    return unsold(entry, billing, region) is None
 
 
 def _option(req: PlanRequirements, catalog: Catalog, entry: CatalogOffering, region: str, billing: BillingModel,
             price: Price, nodes: int, hours: float, months: float, today: date) -> Option | str:
     terms = entry.billing_terms
-    if terms.prepaid_only and billing not in (BillingModel.MONTHLY, *_TERM_HOURS):
-        return "sold prepaid only"
-    unsold = billing_problem(entry.provider, billing)
-    if unsold:  # priced, but not orderable so: the emitted spec would be refused
-        return unsold
-    if billing == BillingModel.CAPACITY_BLOCK and terms.block_regions and region not in terms.block_regions:
-        return f"Capacity Blocks of {entry.name} are sold only in {', '.join(terms.block_regions)}"
+    refused = unsold(entry, billing, region)
+    if refused:
+        return refused
     if billing == BillingModel.CAPACITY_BLOCK and terms.block_max_instances and nodes > terms.block_max_instances:
         return f"a Capacity Block holds at most {terms.block_max_instances} instances; the job needs {nodes}"
     rate = req.rate(price.currency)

@@ -109,6 +109,8 @@ def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, c
                      regions: Sequence[str] | None = None, today: date | None = None,
                      report: RefreshReport | None = None) -> dict[str, Any]:
     """``doc`` (a catalogue document) with a fresh price list for ``provider`` from ``fetch``; checked."""
+    from .planner import sold
+
     today = today or date.today()
     before = parse_catalog(doc, "the catalogue to refresh")
     report = report or RefreshReport(out="-", as_of=today)
@@ -140,8 +142,9 @@ def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, c
                 else:
                     report.changes.append(PriceChange(provider, region, name, billing, old.get(billing), value))
             if new:  # priced some models: name each sold model it could not price and that had no price before
-                for billing in _sold_models(provider, name, before):
-                    if billing not in new and billing not in old:
+                entry = before.require(provider, name)
+                for billing in BillingModel:
+                    if billing not in new and billing not in old and sold(entry, billing, region):
                         report.unpriced.append(f"{provider} {region} {name} {billing.value}")
             for billing, value in old.items():
                 if billing not in new:
@@ -176,18 +179,6 @@ def refresh_document(doc: dict[str, Any], provider: str, fetch: PriceFetch, *, c
     if lost_entries or lost_points:  # a defect in the refresh, never a user error: refuse to write
         raise MetalfleetError(f"refresh would drop offerings {sorted(lost_entries)} or prices {sorted(lost_points)}")
     return out
-
-
-def _sold_models(provider: str, name: str, catalog: Catalog) -> list[BillingModel]:
-    """The billing models ``provider``'s record sells (all where it names none), for the unpriced report."""
-    from .registry import find_record
-
-    record = find_record(provider)
-    sold = tuple(record.billing) if record and record.billing else tuple(BillingModel)
-    entry = catalog.get(provider, name)
-    if entry is not None and not entry.billing_terms.block_windows:
-        sold = tuple(b for b in sold if b != BillingModel.CAPACITY_BLOCK)
-    return list(sold)
 
 
 def refresh_catalogue(catalog_path: str | None, out: str, *, providers: Sequence[str] = ("aws",),
