@@ -234,10 +234,6 @@ class PriceList:
         return tuple(Price(b, entry[b], self.currency, self.as_of, source,
                            self.listed_per.get((key, offering, b), "hour")) for b in BillingModel if b in entry)
 
-    def why_unpriced(self, region: str, offering: str, billing: BillingModel | None = None) -> str | None:
-        """Why this list cannot price ``offering`` in ``region`` (under ``billing``); None where it says nothing."""
-        return next((u.why for u in self.unpriced if u.covers(region, offering, billing)), None)
-
 
 @dataclass(frozen=True)
 class Catalog:
@@ -276,12 +272,8 @@ class Catalog:
     def why_unpriced(self, provider: str, region: str, name: str, billing: BillingModel | None = None) -> str | None:
         """Why no price of ``name`` in ``region`` (under ``billing``) is listed, where a price list of ``provider``
         says (the list and its date named); None where none does."""
-        for price_list in self.price_lists:
-            if price_list.provider == provider:
-                why = price_list.why_unpriced(region, name, billing)
-                if why:
-                    return f"{why} ({price_list.provider} price list of {price_list.as_of.isoformat()})"
-        return None
+        return next((f"{u.why} ({pl.provider} price list of {pl.as_of.isoformat()})"
+                     for pl, u in self.unpriced(provider, region, name) if u.covers(region, name, billing)), None)
 
     def unpriced(self, provider: str, region: str | None, name: str) -> list[tuple[PriceList, Unpriced]]:
         """Every record of ``provider``'s price lists saying ``name`` is sold but unpriced in ``region`` (None:
@@ -402,27 +394,28 @@ def _entry(raw: object, where: str, source: str) -> CatalogOffering:
     values["billing_terms"] = _terms(values.get("billing_terms") or {}, f"{where}.billing_terms", source)
     values["sources"] = tuple(_figure_source(s, f"{where}.sources.{i}", source)
                               for i, s in enumerate(values.get("sources") or []))
-    unknown = values.get("unknown") or {}
-    for figure, why in unknown.items():
-        at = f"{where}.unknown.{figure}"
-        if figure not in FIGURES:
-            raise _bad(source, at, figure, f"not a figure ({', '.join(FIGURES)})")
-        if not isinstance(why, str) or not why.strip():
-            raise _bad(source, at, why, "expected the reason the figure is not known")
+    values["unknown"] = _reasons(values.get("unknown") or {}, FIGURES, f"not a figure ({', '.join(FIGURES)})",
+                                 "expected the reason the figure is not known", f"{where}.unknown", source)
+    for figure, why in values["unknown"].items():
         if values.get(figure) is not None:
-            raise _bad(source, at, why, f"{figure} is given ({values[figure]!r}): a known figure has no unknown "
-                                        "reason")
-    values["unknown"] = MappingProxyType(dict(unknown))
-    unverified = values.get("unverified") or {}
-    for figure, why in unverified.items():
-        at = f"{where}.unverified.{figure}"
-        if figure not in IDENTITY:
-            raise _bad(source, at, figure, f"only {', '.join(IDENTITY)} may be unverified; an unknown other figure "
-                                           "is null with an `unknown` reason")
-        if not isinstance(why, str) or not why.strip():
-            raise _bad(source, at, why, "expected why the figure is given without a source")
-    values["unverified"] = MappingProxyType(dict(unverified))
+            raise _bad(source, f"{where}.unknown.{figure}", why,
+                       f"{figure} is given ({values[figure]!r}): a known figure has no unknown reason")
+    values["unverified"] = _reasons(values.get("unverified") or {}, IDENTITY,
+                                    f"only {', '.join(IDENTITY)} may be unverified; an unknown other figure is null "
+                                    "with an `unknown` reason", "expected why the figure is given without a source",
+                                    f"{where}.unverified", source)
     return CatalogOffering(**values)
+
+
+def _reasons(raw: dict[str, Any], figures: tuple[str, ...], not_one: str, no_reason: str, where: str,
+             source: str) -> Mapping[str, str]:
+    """``unknown`` / ``unverified``: figure -> a reason, each figure one of ``figures``, each reason words."""
+    for figure, why in raw.items():
+        if figure not in figures:
+            raise _bad(source, f"{where}.{figure}", figure, not_one)
+        if not isinstance(why, str) or not why.strip():
+            raise _bad(source, f"{where}.{figure}", why, no_reason)
+    return MappingProxyType(dict(raw))
 
 
 def _figure_source(raw: object, where: str, source: str) -> FigureSource:

@@ -66,8 +66,7 @@ def row_cells(row: OfferingRow, today: date) -> list[str]:
     cpus = _n(row.vcpus) + (f" ({row.cpu_cores} cores)" if row.cpu_cores else "")
     ram = f"{_n(row.memory_gib)} GiB" if row.memory_gib is not None else UNKNOWN
     billing = ", ".join(_price(p) for p in row.prices)
-    unpriced = [b for b in row.billing_models if b.endswith("(unpriced)")]
-    unpriced = [b if b != "(unpriced)" else "unpriced" for b in unpriced]
+    unpriced = ["unpriced" if b == "(unpriced)" else b for b in row.billing_models if b.endswith("(unpriced)")]
     billing = ", ".join(x for x in [billing, *unpriced] if x) or "-"
     ages = sorted({p.as_of for p in row.prices})
     age = "; ".join(price_age(d, today) for d in ages) or "-"
