@@ -6,6 +6,11 @@ edits), fi_info and nccl-tests answer from the host's simulated hardware and the
 arguments, and a run across nodes lays the job out as mpirun does from the hostfile the probe wrote.
 The probes, their framing, the gate and the reports are the production code; only the transport is a
 :class:`~metalfleet.bootstrap.replay.ReplayHost`.
+
+Across nodes, a :class:`ReplayFabric` shared by the hosts is the in-process twin of the simulated fleet's world
+file: each member's own config (NICs, ``fabric.nic_scale``, ``fabric.flap``, ``nccl.busbw_scale``), the switch
+each host sits under, the switches' faults and the flap counters, fed to the same model
+(``mfshim.job_net``, ``mfshim.flapped``). Without one, every node of a job is the launcher, as before.
 """
 
 from __future__ import annotations
@@ -20,12 +25,32 @@ from metalfleet.bootstrap.replay import ReplayHost, Reply
 from metalfleet.testing.hosts.harness import FIXTURES, _initial_state, host_config, mfshim
 
 
+class ReplayFabric:
+    """The fabric between replayed hosts: members by address, their switches, switch faults, flap counters.
+
+    ``switches``: switch name -> fault, e.g. ``{"leaf1": {"scale": 0.5, "min_nodes": 3}}``; a host's switch is
+    given to :func:`replayed_host` (default "leaf0")."""
+
+    def __init__(self, switches: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.hosts: dict[str, ProbeAnswers] = {}
+        self.switch: dict[str, str] = {}
+        self.switches: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (switches or {}).items()}
+        #: "address/device" -> jobs that flapping NIC took part in (mfshim.flapped)
+        self.counters: dict[str, int] = {}
+
+    def member(self, address: str, launcher: ProbeAnswers) -> dict[str, Any]:
+        """The job member at ``address`` as mfshim.job_net reads it (the launcher's hardware if unknown)."""
+        answers = self.hosts.get(address, launcher)
+        return {**answers.member(), "host": address, "switch": self.switch.get(address, "leaf0")}
+
+
 class ProbeAnswers:
     """Answers the acceptance probes of one host of fixtures profile ``profile`` with shim config ``extra``."""
 
     def __init__(self, host: Host, baseline: Baseline, options: AcceptanceOptions, profile: str,
-                 extra: Mapping[str, Any]) -> None:
+                 extra: Mapping[str, Any], fabric: ReplayFabric | None = None) -> None:
         self.host = host
+        self.fabric = fabric
         self.cfg = host_config(profile, extra, fixtures_dir=FIXTURES)
         self.st = _initial_state(self.cfg)
         self.st["packages"]["nvidia-driver-550"] = "550.90.07-0ubuntu1"  # a bootstrapped node
@@ -33,6 +58,12 @@ class ProbeAnswers:
         self.efa = (self.cfg.get("fabric") or {}).get("kind") == "efa"
         self.by_argv = {tuple(p.argv): p.name for p in plan_probes(host, baseline, options)}
         self.multi_script = tuple(multi_node_probe([host], baseline, options)[0].argv[:3])
+        ibstat = mfshim.fixture("ibstat", self.cfg)
+        self.ports = mfshim.ib_ports(ibstat) if ibstat is not None else None
+
+    def member(self) -> dict[str, Any]:
+        return {"host": self.host.address, "cfg": self.cfg, "st": self.st, "ports": self.ports,
+                "ofi_plugin": self.efa}
 
     def __call__(self, node: ReplayHost, argv: tuple[str, ...]) -> Reply | None:
         name = self.by_argv.get(argv)
@@ -67,10 +98,13 @@ class ProbeAnswers:
         fail = self.cfg.get("fail", {}).get("all_reduce_perf")
         if fail:
             return Reply(rc=1, stderr=fail + "\n", delay=delay)
-        ibstat = mfshim.fixture("ibstat", self.cfg)
+        fab = self.fabric if len(world["nodes"]) > 1 else None
+        counters = fab.counters if fab is not None else {}
         out, err, rc = mfshim.nccl_test_output(
             "all_reduce_perf", args, self.cfg, self.st, {"NCCL_DEBUG": "INFO", **env}, world, ofi_plugin=self.efa,
-            ports=mfshim.ib_ports(ibstat) if ibstat is not None else None)
+            ports=self.ports, members=[fab.member(h, self) for h, _n in world["nodes"]] if fab else None,
+            switches=fab.switches if fab else None,
+            flap=(lambda ms, uses: mfshim.flapped(ms, uses, counters)) if fab else None)
         return Reply(out, rc=rc, stderr=err, delay=delay)
 
     def _mpirun(self, node: ReplayHost, args: tuple[str, ...]) -> Reply:
@@ -87,9 +121,18 @@ class ProbeAnswers:
 
 
 def replayed_host(name: str, address: str, offering: str, baseline: Baseline, options: AcceptanceOptions,
-                  extra: Mapping[str, Any], profile: str = "p5") -> tuple[Host, ReplayHost]:
-    """(the inventory host, the replayed host answering its probes) for a node of ``offering``."""
+                  extra: Mapping[str, Any], profile: str = "p5", *, fabric: ReplayFabric | None = None,
+                  switch: str | None = None) -> tuple[Host, ReplayHost]:
+    """(the inventory host, the replayed host answering its probes) for a node of ``offering``.
+
+    ``fabric``: the world shared with the other replayed hosts (its runs across nodes then answer from every
+    member's hardware); ``switch``: the leaf switch it sits under there (the host's label ``switch``)."""
     host = Host(name=name, address=address, offering=offering, provider=offering.split(".")[0]
-                if offering.startswith("fake") else "aws", traits=NodeTraits())
-    node = ReplayHost(name, address, handler=ProbeAnswers(host, baseline, options, profile, extra))
+                if offering.startswith("fake") else "aws", traits=NodeTraits(),
+                labels={"switch": switch} if switch else {})
+    answers = ProbeAnswers(host, baseline, options, profile, extra, fabric)
+    if fabric is not None:
+        fabric.hosts[address] = answers
+        fabric.switch[address] = switch or "leaf0"
+    node = ReplayHost(name, address, handler=answers)
     return host, node

@@ -3,7 +3,10 @@
 nvidia-smi, topo and ibstat print real captures from tests/support/fixtures, a fault being one documented
 change to them (the shim's ``edits`` and ``gpu.count``); nccl-tests and fi_info answer from the
 host's simulated hardware and the actual arguments (tests/support/hosts/shims/mfshim.py), a fault being a
-change to that hardware (``nccl.busbw_scale``, ``nccl.net``).
+change to that hardware (``nccl.busbw_scale``, ``nccl.net``). A run across nodes answers from every member's
+hardware and the fleet's world file, so the fabric has faults of its own: a slow rail
+(``fabric.nic_scale``), a link that drops every k-th job (``fabric.flap``), a switch that slows groups of its
+nodes (``HostFleet.set_switches``); the mfshim docstring lists them.
 """
 
 from __future__ import annotations

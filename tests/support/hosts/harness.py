@@ -19,6 +19,13 @@ Each host has
     the shims (see shims/mfshim.py). mfnode has no real privileges: a tool without a shim fails
     with "permission denied" instead of touching this machine.
 
+The fabric between the hosts is the fleet's world file (``fleet.fabric_path``, schema in mfshim's docstring):
+each host's sandbox and leaf switch, the switches' faults, the flap counters. By default every host sits under
+"leaf0" with no fault (a run across nodes then answers as it always did); NIC and node faults live in each
+host's config.json (``update_config(fabric={"nic_scale": {"mlx5_4": 0.5}})``, ``fabric={"flap": ...}``,
+``nccl={"busbw_scale": 0.6}``), switch faults come from ``fleet.set_switches(...)``, after which the inventory
+hosts carry the label ``switch=<name>``.
+
 ``reboot`` (the shim) asks the harness to reboot the host: its sshd and every session are killed,
 the host stays unreachable for ``reboot_down_seconds`` (config, default 1.5 s), the shims' boot
 logic runs (new boot id, modules, units, fstab mounts), and sshd starts again with the same key.
@@ -363,7 +370,8 @@ class SimHost:
         fields_: dict[str, Any] = {
             "name": self.name, "address": self.address, "port": self.port, "user": USER,
             "key": str(self.fleet.client_key), "provider": self.provider, "offering": self.offering,
-            "traits": traits, "labels": {"sim": "1", "rack": f"r{self.index % 2}"}, "index": self.index,
+            "traits": traits, "labels": {"sim": "1", "rack": f"r{self.index % 2}", **self.fleet.switch_label(self)},
+            "index": self.index,
             "host_keys": (self.host_key,), "fs_root": str(self.root),
         }
         fields_.update(overrides)
@@ -391,6 +399,57 @@ class HostFleet:
         self._watcher: threading.Thread | None = None
         self._calls: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
         self._owns_base = True
+        #: Whether :meth:`set_switches` placed the hosts (their inventory hosts then carry ``switch=<name>``).
+        self._switches_set = False
+
+    # -- the fabric between hosts ------------------------------------------------------------
+    @property
+    def fabric_path(self) -> Path:
+        """The world file the launchers' shims read (mfshim's module docstring gives its schema)."""
+        return self.base / "fabric" / "world.json"
+
+    def write_fabric(self) -> None:
+        """The default world: every host under switch "leaf0", no switch faults, no counters (a reset too)."""
+        self._switches_set = False
+        world = {"hosts": {h.address: {"name": h.name, "root": str(h.root), "switch": "leaf0"} for h in self.hosts},
+                 "switches": {"leaf0": {}}, "counters": {}}
+        self._write_world(world)
+
+    def _write_world(self, world: dict[str, Any]) -> None:
+        import pwd
+
+        pw = pwd.getpwnam(USER)
+        self.fabric_path.parent.mkdir(mode=0o755, exist_ok=True)
+        os.chown(self.fabric_path.parent, pw.pw_uid, pw.pw_gid)  # the shims (as mfnode) replace it to count flaps
+        with mfshim.fabric_update(str(self.fabric_path)) as current:
+            current.clear()
+            current.update(world)
+
+    def world(self) -> dict[str, Any]:
+        """The world file as it stands (hosts, switches, counters)."""
+        return mfshim.read_fabric(str(self.fabric_path)) or {}
+
+    def set_switches(self, groups: Mapping[str, list[int]], faults: Mapping[str, Mapping[str, Any]] | None = None,
+                     *, reset_counters: bool = False) -> None:
+        """Place the hosts under leaf switches (``{"leaf1": [0, 1, 2, 3], ...}``, host indices; the others stay
+        under "leaf0") and give switches faults (``{"leaf1": {"scale": 0.5, "min_nodes": 3}}``: a job with at
+        least ``min_nodes`` members under leaf1 runs its network at half speed)."""
+        with mfshim.fabric_update(str(self.fabric_path)) as world:
+            placed = {i: name for name, members in groups.items() for i in members}
+            for h in self.hosts:
+                world["hosts"][h.address]["switch"] = placed.get(h.index, "leaf0")
+            world["switches"] = {name: {} for name in {"leaf0", *groups}}
+            world["switches"].update({k: dict(v) for k, v in (faults or {}).items()})
+            if reset_counters:
+                world["counters"] = {}
+        self._switches_set = True
+
+    def switch_label(self, host: SimHost) -> dict[str, str]:
+        """``{"switch": name}`` for ``host`` once :meth:`set_switches` ran, else nothing (labels as before)."""
+        if not self._switches_set:
+            return {}
+        entry = self.world().get("hosts", {}).get(host.address) or {}
+        return {"switch": str(entry.get("switch", "leaf0"))}
 
     # -- inventory -------------------------------------------------------------------------
     def inventory(self, *, pinned: bool = True, hosts: list[SimHost] | None = None, **host_overrides: Any) -> Any:
@@ -499,6 +558,7 @@ Subsystem sftp internal-sftp
 
 def _sshd_config(h: SimHost, fleet: HostFleet, bin_dir: Path) -> str:
     env = {"MF_ROOT": str(h.root), "MF_FIXTURES": str(fleet.fixtures_dir), "HOME": str(h.root),
+           "MF_FABRIC": str(fleet.fabric_path),
            "PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
     return sshd_config(listen=f"{h.address}:{h.port}", host_key=f"{h.sshd_dir}/ssh_host_ed25519_key",
                        pid_file=f"{h.sshd_dir}/sshd.pid", authorized_keys=f"{fleet.base}/authorized_keys",
@@ -616,6 +676,7 @@ def start_hosts(
                 if attempt == 19:
                     raise
         fleet.write_known_hosts()
+        fleet.write_fabric()
         fleet._watcher = threading.Thread(target=fleet._watch, name="mf-reboot-watch", daemon=True)
         fleet._watcher.start()
         return fleet

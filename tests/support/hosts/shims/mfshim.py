@@ -34,9 +34,20 @@ Outputs that must answer the actual arguments are generated from the host's simu
   mpirun                Open MPI's command line (-np/-n/-c, -N/--npernode, --hostfile/--machinefile, -H/--host,
                         -x NAME[=VALUE], --mca, --oversubscribe, --allow-run-as-root): the job is laid out
                         over the hosts, and the program runs once, here, as rank 0 of it (OMPI_COMM_WORLD_SIZE,
-                        MF_MPI_NODES), so an MPI-built nccl-tests prints the whole job's output (a build
-                        without MPI prints one 1-rank run per process, interleaved). Every node of the job is
-                        taken to have this node's hardware.
+                        MF_MPI_NODES; ``-x`` values such as NCCL_IB_HCA reach its env), so an MPI-built
+                        nccl-tests prints the whole job's output (a build without MPI prints one 1-rank run per
+                        process, interleaved). Each node of the job answers from its own simulated hardware
+                        through the fleet's world file (below); a node the world does not know, or every node
+                        where there is no world file, is taken to have this node's hardware.
+
+The fabric between hosts (the world file: ``$MF_FABRIC``, else ``../fabric/world.json`` beside ``$MF_ROOT``; the
+harness writes it, see HostFleet.set_switches; absent: every node is this node, as a lone sandbox has it):
+  {"hosts": {"<address>": {"name": "node0", "root": "<its sandbox>", "switch": "leaf0"}, ...},
+   "switches": {"leaf0": {}, "leaf1": {"scale": 0.5, "min_nodes": 3}},
+   "counters": {"<address>/<device>": jobs that flapping NIC took part in}}
+The launcher reads every member's config.json, state.json and ibstat through ``root``; ``counters`` is updated
+under an fcntl lock (``world.json.lock``) as parallel pair jobs count at once. The model (``job_net``,
+``flapped``) is pure, shared with tests/acceptance/_replay.py's in-process world.
 
 The nccl-tests bandwidth model (``nccl_model``), and where each number comes from:
   one node, NVLink      peak busbw = NVLinks x GB/s per link x E. E_NVLS = 1.011 from
@@ -45,7 +56,13 @@ The nccl-tests bandwidth model (``nccl_model``), and where each number comes fro
                         show ~70 us). E_RING = 0.80 for GPUs without NVLS (A100) and E_PCIE = 0.80 over PCIe
                         Gen4 (25 GB/s) are assumptions: no single-node capture without NVLS exists here.
                         Ramp (latency 15.5 us, K = 7.9 MB, p = 0.5) fitted to the same capture's rows.
-  several nodes         algbw = min(one-node figure, per-node network GB/s x E_NET / (2(n-1)/n)).
+  several nodes         algbw = min(one-node figure, per-node network GB/s x E_NET / (2(n-1)/n)), over the
+                        slowest member's one-node figure. Per-node network GB/s = rails x the slowest rail of any
+                        member (NCCL spreads its channels evenly over the NICs, so the slowest paces the ring):
+                        on IB/RoCE the rails are the Active ports NCCL picks from each member's ibstat, narrowed
+                        by NCCL_IB_HCA (one name: a single-rail run, one NIC of each member), the fewest of any
+                        member; on EFA the ``fabric.nics`` devices rdmap<79+i>s0 (aws-ofi-nccl uses them all; no
+                        per-NIC selection is simulated). A member without RDMA makes it a socket job.
                         E_NET efa = 1.22: nccl-tests/p5-2node-16xh100-efa-ofi-nccl2.22-*.txt (488.14 GB/s busbw
                         at 16 GiB over 32 x 100 Gb/s), ramp (66 us, 63 MB, 0.7) fitted to its rows; ib (also
                         RoCE and eRDMA) = 0.91: nccl-tests/10node-80xh100-*.txt (364.07 GB/s over 8 x 400 Gb/s;
@@ -60,7 +77,20 @@ source (bootstrap/acceptance/baselines.json cites public documents; a test check
 Faults (config.json), each small:
   edits.<fixture key>   [[old, new], [old, new, count], ...]: text replacements (``str.replace``) on a capture,
                         e.g. ``{"ibstat": [["State: Active", "State: Down", 1]]}`` for one Down port
-  nccl.busbw_scale      multiplies the modelled bandwidth (0.6: a slow node)
+  nccl.busbw_scale      multiplies the modelled bandwidth (0.6: a slow node); across nodes the job runs at its
+                        slowest member's, launcher or not
+  fabric.nic_scale      {"mlx5_4": 0.5}: that rail runs at half its rate (a slow NIC, a downtrained link); it
+                        paces every job that uses it
+  fabric.flap           {"nic": "mlx5_1", "every": 2}: the link drops every 2nd job that NIC takes part in
+                        (counted per host and NIC in the world file): the run prints NCCL's IB completion
+                        error (transport/net_ib.cc "NET/IB : Got completion from peer ... with status=12",
+                        12 = IBV_WC_RETRY_EXC_ERR, ibverbs' ibv_wc_status) and nccl-tests' NCCLCHECK line
+                        "Test NCCL failure ... 'remote process exited or there was a network error / <that
+                        warning>'" (ncclGetErrorString(ncclRemoteError)), and exits 3 (testNcclError); on EFA
+                        an aws-ofi-nccl request error (its wording approximate)
+  switch faults         (the world file) {"scale": 0.5, "min_nodes": 3}: a job with at least 3 members under
+                        that switch runs its network at half speed; pairs and smaller groups are untouched
+                        (an uplink that only congests under many flows)
   nccl.net: "socket"    NCCL finds no working RDMA path and falls back to sockets ("Using network Socket")
   gpu.count             fewer GPUs: ``nvidia-smi -q`` / ``-q -x`` lose their last GPU sections (a GPU fallen off
                         the bus), ``--query-gpu`` follows, and nccl-tests asked for more fails on that device
@@ -833,8 +863,9 @@ def nccl_net(cfg: dict[str, Any], st: dict[str, Any], env: dict[str, Any], ofi_p
         if provider != "efa" or nics == 0:
             return {**sockets, "name": "AWS Libfabric", "provider": provider if provider != "efa" else "tcp",
                     "plugin": True}
-        return {"name": "AWS Libfabric", "kind": "efa", "nics": nics, "provider": "efa", "gbs": nics * gbps / 8,
-                "plugin": True}
+        rails = _rails(fab, [f"rdmap{79 + i}s0" for i in range(nics)], gbps)
+        return {"name": "AWS Libfabric", "kind": "efa", "nics": nics, "provider": "efa", "rails": rails,
+                "gbs": nics * min(rails.values()), "plugin": True}
     if kind in ("infiniband", "roce", "erdma"):
         prefix = "erdma" if kind == "erdma" else "mlx5"
         devices = list(fab.get("devices") or [f"{prefix}_{i}" for i in range(nics)])
@@ -856,9 +887,72 @@ def nccl_net(cfg: dict[str, Any], st: dict[str, Any], env: dict[str, Any], ofi_p
             devices = []
         if env.get("NCCL_IB_DISABLE") == "1" or not devices:
             return sockets
+        rails = _rails(fab, devices, gbps)
         return {"name": "IB", "kind": "ib", "nics": len(devices), "devices": devices, "plugin": False,
-                "layer": "IB" if kind == "infiniband" else "RoCE", "gbs": len(devices) * gbps / 8}
+                "layer": "IB" if kind == "infiniband" else "RoCE", "rails": rails,
+                "gbs": len(devices) * min(rails.values())}
     return sockets
+
+
+def _rails(fab: dict[str, Any], devices: list[str], gbps: float) -> dict[str, float]:
+    """GB/s of each rail NCCL uses: the port rate, times the slow-NIC fault ``fabric.nic_scale[device]``."""
+    scale = fab.get("nic_scale") or {}
+    return {d: gbps / 8 * float(scale.get(d, 1.0)) for d in devices}
+
+
+def job_net(members: list[dict[str, Any]], env: dict[str, Any],
+            switches: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The network of a job over ``members`` (its nodes, in job order), each paced by the slowest.
+
+    A member is {"host", "cfg", "st", "ports" (its ibstat, :func:`ib_ports`, or None), "ofi_plugin",
+    "switch"}; ``env`` is the program's (mpirun ``-x`` included, so ``NCCL_IB_HCA`` picks the same rails on
+    every member); ``switches``: switch name -> fault ({"scale", "min_nodes"}). NCCL spreads its channels
+    evenly over the rails, so per-node GB/s = (the fewest rails of any member) x (the slowest rail of any
+    member); any member without RDMA makes it a socket job. A switch's fault applies once at least
+    ``min_nodes`` of the job's members sit under it (an uplink that only congests under many flows).
+    Adds "uses" ([(host, device)] every rail the job touches) and "switch_faults" (the switches that
+    slowed it). Pure: no I/O.
+    """
+    nets = [nccl_net(m["cfg"], m["st"], env, bool(m.get("ofi_plugin")), m.get("ports")) for m in members]
+    sockets = [n for n in nets if n["kind"] == "socket"]
+    if sockets or not nets:
+        base = dict(sockets[0] if sockets else nccl_net({}, {}, env, False))
+        base["gbs"] = min(n["gbs"] for n in sockets) if sockets else base["gbs"]
+        return {**base, "uses": [], "switch_faults": []}
+    rails = min(n["nics"] for n in nets)
+    slowest = min(rate for n in nets for rate in n["rails"].values())
+    gbs = rails * slowest
+    under: dict[str, int] = {}
+    for m in members:
+        sw = str(m.get("switch") or "leaf0")
+        under[sw] = under.get(sw, 0) + 1
+    hit = sorted(sw for sw, count in under.items()
+                 if (switches or {}).get(sw, {}).get("scale") is not None
+                 and count >= int((switches or {})[sw].get("min_nodes") or 1))
+    for sw in hit:
+        gbs *= float((switches or {})[sw]["scale"])
+    uses = [(str(m["host"]), d) for m, n in zip(members, nets, strict=True) for d in n["rails"]]
+    return {**nets[0], "nics": rails, "gbs": gbs, "uses": uses, "switch_faults": hit}
+
+
+def flapped(members: list[dict[str, Any]], uses: list[tuple[str, str]], counters: dict[str, int]) -> \
+        tuple[str, str] | None:
+    """Count this job for every flapping NIC it uses (``counters["host/device"]``, updated in place) and
+    return the (host, device) whose count reached a multiple of its ``fabric.flap.every``: that link drops
+    this job. Pure apart from ``counters``."""
+    used = set(uses)
+    failed: tuple[str, str] | None = None
+    for m in members:
+        flap = (m["cfg"].get("fabric") or {}).get("flap") or {}
+        key = (str(m["host"]), str(flap.get("nic") or ""))
+        every = int(flap.get("every") or 0)
+        if every <= 0 or key not in used:
+            continue
+        name = "/".join(key)
+        counters[name] = counters.get(name, 0) + 1
+        if counters[name] % every == 0 and failed is None:
+            failed = key
+    return failed
 
 
 def _ramp(size: float, k: float, p: float) -> float:
@@ -876,17 +970,28 @@ def _jitter(*key: object) -> float:
     return 1.0 + (_crc(*key) % 1201 - 600) / 100000.0
 
 
+def _intra(cfg: dict[str, Any], local_ranks: int, env: dict[str, Any]) -> tuple[float, bool]:
+    """(one node's peak busbw over NVLink or PCIe, whether NVLS is used) for ``cfg``'s GPUs."""
+    _pattern, links, link_gbs, nvls_hw, _mem_gbs, _mem = _gpu_info(str((cfg.get("gpu") or {}).get("model") or ""))
+    nvls = nvls_hw and links > 0 and local_ranks > 1 and env.get("NCCL_NVLS_ENABLE", "1") != "0"
+    return (links * link_gbs * (E_NVLS if nvls else E_RING) if links else PCIE_GBS * E_PCIE), nvls
+
+
 def nccl_model(cfg: dict[str, Any], net: dict[str, Any], nodes: int, ranks: int, local_ranks: int,
-               env: dict[str, Any]) -> dict[str, Any]:
-    """Bandwidth and ramp of one run: {"busbw" (asymptotic peak), "lat" (us), "k", "p", "nvls", "regime"}."""
-    gpu = cfg.get("gpu") or {}
-    _pattern, links, link_gbs, nvls_hw, mem_gbs, _mem = _gpu_info(str(gpu.get("model") or ""))
-    scale = float((cfg.get("nccl") or {}).get("busbw_scale") or 1.0)
+               env: dict[str, Any], peers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Bandwidth and ramp of one run: {"busbw" (asymptotic peak), "lat" (us), "k", "p", "nvls", "regime"}.
+
+    ``peers``: the configs of the job's other nodes (none: every node is ``cfg``); the job runs at its
+    slowest member, in NVLink figure and in ``nccl.busbw_scale``. ``net["gbs"]`` is the job's per-node
+    network figure (:func:`job_net` across nodes).
+    """
+    mem_gbs = _gpu_info(str((cfg.get("gpu") or {}).get("model") or ""))[4]
+    scale = min(float((c.get("nccl") or {}).get("busbw_scale") or 1.0) for c in [cfg, *(peers or [])])
     if ranks == 1:  # a device-to-device copy (out-of-place) or nothing at all (in-place)
         return {"algbw": mem_gbs * E_COPY * scale, "busbw": 0.0, "lat": 4.0, "k": 1.0, "p": 1.0, "nvls": False,
                 "regime": "copy"}
-    nvls = nvls_hw and links > 0 and local_ranks > 1 and env.get("NCCL_NVLS_ENABLE", "1") != "0"
-    intra = links * link_gbs * (E_NVLS if nvls else E_RING) if links else PCIE_GBS * E_PCIE
+    intra, nvls = _intra(cfg, local_ranks, env)
+    intra = min([intra, *(_intra(c, local_ranks, env)[0] for c in peers or [])])
     factor = COLLECTIVES["all_reduce"][0]
     if nodes <= 1:
         lat, k, p, cal = RAMP["nvlink"]
@@ -1004,12 +1109,18 @@ def _nccl_debug(env: dict[str, Any], net: dict[str, Any], hosts: list[str], plac
 def nccl_test_output(test: str, args: list[str], cfg: dict[str, Any], st: dict[str, Any], env: dict[str, Any],
                      world: dict[str, Any], *,
                      ofi_plugin: bool = False, ports: list[tuple[str, str, str, float]] | None = None,
-                     mpi: bool = True, pid: int = 4242, version: str = NCCL_TESTS_VERSION) -> tuple[str, str, int]:
+                     mpi: bool = True, pid: int = 4242, version: str = NCCL_TESTS_VERSION,
+                     members: list[dict[str, Any]] | None = None, switches: dict[str, Any] | None = None,
+                     flap: Callable[[list[dict[str, Any]], list[tuple[str, str]]], tuple[str, str] | None]
+                     | None = None) -> tuple[str, str, int]:
     """(stdout, stderr, exit status) of ``<test> args`` on a host with config ``cfg`` and state ``st``.
 
     ``world``: the MPI job, {"size": processes, "nodes": [(host, processes on it), ...]} (one process
     on this host when not under mpirun); ``ofi_plugin``: aws-ofi-nccl is installed; ``ports``: the
-    host's ibstat ports (:func:`ib_ports`); ``mpi``: whether nccl-tests was built with MPI. No I/O.
+    host's ibstat ports (:func:`ib_ports`); ``mpi``: whether nccl-tests was built with MPI.
+    Across nodes: ``members``, one per node of ``world`` in its order (:func:`job_net`; none: every node
+    is this host), ``switches`` their faults, and ``flap(members, uses)`` counts the job on its rails and
+    names the (host, device) whose link drops it (:func:`flapped`). No I/O (but what ``flap`` does).
     """
     coll = test.removesuffix("_perf")
     if coll not in COLLECTIVES:
@@ -1082,8 +1193,11 @@ def nccl_test_output(test: str, args: list[str], cfg: dict[str, Any], st: dict[s
         out += [f"{first[1]}: Test CUDA failure common.cu:892 '{why}'",
                 f" .. {first[1]} pid {first[2]}: Test failure common.cu:1001"]
         return "\n".join(out) + "\n", "", 2
+    mine = {"host": first[1], "cfg": cfg, "st": st, "ports": ports, "ofi_plugin": ofi_plugin}
+    job = members or [{**mine, "host": h} for h in hosts]
+    counts = {str(m["host"]): _gpus(m["cfg"]) for m in job}
     for _r, host, p, dev, _lr in places:
-        if dev >= have:  # the device lines are gathered first and never printed
+        if dev >= counts.get(host, have):  # the device lines are gathered first and never printed
             out += [f"{host}: Test CUDA failure common.cu:892 'invalid device ordinal'",
                     f" .. {host} pid {p}: Test failure common.cu:1001"]
             return "\n".join(out) + "\n", "", 2
@@ -1093,11 +1207,16 @@ def nccl_test_output(test: str, args: list[str], cfg: dict[str, Any], st: dict[s
     if max_b > mem_max:
         max_b = mem_max
         out += ["#", f"# Reducing maxBytes to {max_b} due to memory limitation"]
-    net = nccl_net(cfg, st, env, ofi_plugin, ports)
+    net = job_net(job, env, switches) if len(hosts) > 1 else nccl_net(cfg, st, env, ofi_plugin, ports)
     local_ranks = sum(1 for p in places if p[1] == first[1])
-    model = nccl_model(cfg, net, len(hosts), len(places), local_ranks, env)
+    model = nccl_model(cfg, net, len(hosts), len(places), local_ranks, env,
+                       [m["cfg"] for m in job] if len(hosts) > 1 else None)
     out += _nccl_debug(env, net, hosts, places, model)
     out += _TABLE_HEAD
+    dropped = flap(job, net["uses"]) if flap is not None and net.get("uses") else None
+    if dropped is not None:
+        out += _link_error(net, hosts, places, dropped)
+        return "\n".join(out) + "\n", "", 3
     busf, has_op, has_root = COLLECTIVES[coll]
     ranks = len(places)
     spread = coll in ("all_gather", "reduce_scatter", "alltoall")
@@ -1135,6 +1254,32 @@ def nccl_test_output(test: str, args: list[str], cfg: dict[str, Any], st: dict[s
     return "\n".join(out) + "\n", "", 1 if verdict == "FAILED" else 0
 
 
+def _gpus(cfg: dict[str, Any]) -> int:
+    gpu = cfg.get("gpu") or {}
+    return int(gpu.get("count", 0) or 0) if gpu.get("vendor", "nvidia") == "nvidia" else 0
+
+
+def _link_error(net: dict[str, Any], hosts: list[str], places: list[tuple[Any, ...]],
+                dropped: tuple[str, str]) -> list[str]:
+    """What a rank on ``dropped``'s host prints when that link drops mid-collective: NCCL's WARN
+    (IB: net_ib.cc's completion error, status 12 = IBV_WC_RETRY_EXC_ERR; EFA: aws-ofi-nccl's request
+    error, approximate), then nccl-tests' NCCLCHECK line for ncclRemoteError and its test failure line."""
+    host, device = dropped
+    rank, _h, pid, dev, _lr = next((p for p in places if p[1] == host), places[0])
+    peer = next((h for h in hosts if h != host), host)
+    where = f"{host}:{pid}:{pid + 42} [{dev}]"
+    if net["kind"] == "ib":
+        warn = (f"NET/IB : Got completion from peer 10.1.0.{10 + hosts.index(peer)}<{40000 + rank}> with status=12 "
+                f"opcode=0 len=0 vendor err 129 (Send) hca {device}")
+        line = f"{where} transport/net_ib.cc:2179 NCCL WARN {warn}"
+    else:
+        warn = (f"NET/OFI Request completed with error. RC: 21. Error: 22 (Unknown error). Completed length: 0 "
+                f"({device})")
+        line = f"{where} NCCL WARN {warn}"
+    return [line, f"{host}: Test NCCL failure common.cu:1279 'remote process exited or there was a network error / "
+                  f"{warn}'", f" .. {host} pid {pid}: Test failure common.cu:401"]
+
+
 def cmd_nccl_test(args: list[str], test: str = "all_reduce_perf") -> int:
     cfg = load_config()
     delay(cfg, test)
@@ -1144,16 +1289,89 @@ def cmd_nccl_test(args: list[str], test: str = "all_reduce_perf") -> int:
         return 1
     plugin = os.path.exists(_f("opt", "amazon", "ofi-nccl", "lib", "libnccl-net.so"))
     ibstat = fixture("ibstat", cfg)
+    st = read_state()
+    ports = ib_ports(ibstat) if ibstat is not None else None
+    world = _world()
+    path = fabric_path()
+    fab = read_fabric(path) if len(world["nodes"]) > 1 else None
+    members = None
+    if fab is not None:
+        mine = {"cfg": cfg, "st": st, "ports": ports, "ofi_plugin": plugin}
+        members = [_member(fab, host, mine) for host, _n in world["nodes"]]
+
+    def flap(ms: list[dict[str, Any]], uses: list[tuple[str, str]]) -> tuple[str, str] | None:
+        with fabric_update(path) as world_now:
+            return flapped(ms, uses, world_now.setdefault("counters", {}))
+
     stdout, stderr, rc = nccl_test_output(
-        test, args, cfg, read_state(), dict(os.environ), _world(), ofi_plugin=plugin,
-        ports=ib_ports(ibstat) if ibstat is not None else None,
+        test, args, cfg, st, dict(os.environ), world, ofi_plugin=plugin, ports=ports,
         mpi=os.environ.get("MF_NCCL_MPI", "1") != "0", pid=os.getpid(),
-        version=os.environ.get("MF_NCCL_TESTS_VERSION", NCCL_TESTS_VERSION).lstrip("v"))
+        version=os.environ.get("MF_NCCL_TESTS_VERSION", NCCL_TESTS_VERSION).lstrip("v"),
+        members=members, switches=(fab or {}).get("switches"), flap=flap if fab is not None else None)
     if stdout:
         out(stdout)
     if stderr:
         err(stderr)
     return rc
+
+
+def fabric_path() -> str:
+    """The fleet's world file: ``$MF_FABRIC`` (the harness's sshd sets it), else ``fabric/world.json`` beside
+    the host's sandbox."""
+    return os.environ.get("MF_FABRIC") or (os.path.join(os.path.dirname(ROOT.rstrip("/")), "fabric", "world.json")
+                                           if ROOT else "")
+
+
+def read_fabric(path: str) -> dict[str, Any] | None:
+    """The world file (see the module docstring), or None where the fleet has none (every node is this one)."""
+    try:
+        with open(path) as fh:
+            fab: dict[str, Any] = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return fab
+
+
+class fabric_update:
+    """Locked read-modify-write of the world file (launchers of parallel pair jobs count flaps at once)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> dict[str, Any]:
+        # read-only: the harness (root) may have created the lock file that the shims (mfnode) take
+        self.lock = os.open(self.path + ".lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        self.fab = read_fabric(self.path) or {}
+        return self.fab
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if exc_type is None:
+                tmp = f"{self.path}.{os.getpid()}.tmp"
+                with open(tmp, "w") as fh:
+                    json.dump(self.fab, fh, indent=1, sort_keys=True)
+                os.replace(tmp, self.path)
+        finally:
+            os.close(self.lock)
+
+
+def _member(fab: dict[str, Any], host: str, mine: dict[str, Any]) -> dict[str, Any]:
+    """A job member as :func:`job_net` reads it: the world file's host (by address or name) read from its
+    sandbox, or this host's own hardware where the world does not know it."""
+    hosts = fab.get("hosts") or {}
+    entry = hosts.get(host) or next((e for e in hosts.values() if e.get("name") == host), None)
+    if entry is None:
+        return {**mine, "host": host, "switch": "leaf0"}
+    root = str(entry["root"])
+    if os.path.realpath(root) == os.path.realpath(ROOT or "/nonexistent"):
+        return {**mine, "host": host, "switch": entry.get("switch", "leaf0")}
+    cfg = load_config(root)
+    ibstat = fixture("ibstat", cfg)
+    plugin = os.path.exists(os.path.join(str(entry.get("fs_root") or root), "opt", "amazon", "ofi-nccl", "lib",
+                                         "libnccl-net.so"))
+    return {"host": host, "cfg": cfg, "st": read_state(root), "ports": ib_ports(ibstat) if ibstat is not None
+            else None, "ofi_plugin": plugin, "switch": entry.get("switch", "leaf0")}
 
 
 def cmd_mf_nccl_test(args: list[str]) -> int:
