@@ -221,6 +221,11 @@ class AcceptanceSpec(_Strict):
     #: The checks a node must pass: one that fails, or that is skipped (no evidence, no baseline value),
     #: fails the node. None: the offering baseline's ``required`` list; []: none (every check advisory).
     mandatory: list[str] | None = Field(None, description="check names a node must pass (default: the baseline's)")
+    #: A node whose own figures pass but sit far below its peers' (median and MAD): warned about (advisory) or
+    #: failed and quarantined (mandatory).
+    outliers: Literal["advisory", "mandatory"] = "advisory"
+    #: After a failed run across nodes, rounds of smaller runs name the nodes, links or switch group at fault.
+    localise: Flag = True
 
     @field_validator("mandatory")
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -25,11 +26,13 @@ __all__ = [
     "AllReduceBaseline",
     "Baseline",
     "FabricBaseline",
+    "FleetBaseline",
     "GpuBaseline",
     "HcclAllReduceBaseline",
     "HcclBaseline",
     "InterconnectBaseline",
     "NcclBaseline",
+    "ScalingPoint",
     "StorageBaseline",
     "known_offerings",
     "load_baselines",
@@ -80,12 +83,54 @@ class FabricBaseline:
 
 
 @dataclass(frozen=True)
+class ScalingPoint:
+    """The all_reduce bus bandwidth expected across ``nodes`` nodes, with where the figure comes from."""
+
+    nodes: int
+    busbw_gbs: float
+    source: str | None = None
+    #: No public measurement at this size: a figure reasoned from others (the source says how).
+    approximate: bool = False
+
+
+@dataclass(frozen=True)
 class AllReduceBaseline:
     intra_node_ring_busbw_gbs: float | None = None
     intra_node_nvls_busbw_gbs: float | None = None
+    #: The multi-node figure when ``multi_node_scaling`` gives none (held at every node count).
     multi_node_busbw_gbs: float | None = None
+    #: Expected busbw by node count, ascending; between points interpolated in log2(nodes), past the last held.
+    multi_node_scaling: tuple[ScalingPoint, ...] = ()
     algorithm_when_unknown: str = "ring"
     source: str | None = None
+
+    def multi_node(self, nodes: int) -> tuple[float | None, str]:
+        """(expected busbw across ``nodes`` nodes, how it was found): the scaling curve, else the flat figure."""
+        points = sorted(self.multi_node_scaling, key=lambda p: p.nodes)
+        if not points:
+            if self.multi_node_busbw_gbs is None:
+                return None, "no multi-node figure"
+            return float(self.multi_node_busbw_gbs), "one multi-node figure for every node count"
+
+        def tag(p: ScalingPoint) -> str:
+            return " (approximate)" if p.approximate else ""
+
+        if nodes <= points[0].nodes:
+            p = points[0]
+            return p.busbw_gbs, f"the {p.nodes}-node figure{tag(p)}" + (
+                "" if nodes == p.nodes else ", the smallest size known")
+        if nodes >= points[-1].nodes:
+            p = points[-1]
+            return p.busbw_gbs, f"the {p.nodes}-node figure{tag(p)}" + (
+                "" if nodes == p.nodes else f", the largest size known, held at {nodes} nodes (approximate)")
+        lo = max((p for p in points if p.nodes <= nodes), key=lambda p: p.nodes)
+        hi = min((p for p in points if p.nodes >= nodes), key=lambda p: p.nodes)
+        if lo.nodes == hi.nodes:
+            return lo.busbw_gbs, f"the {lo.nodes}-node figure{tag(lo)}"
+        t = (math.log2(nodes) - math.log2(lo.nodes)) / (math.log2(hi.nodes) - math.log2(lo.nodes))
+        value = lo.busbw_gbs + t * (hi.busbw_gbs - lo.busbw_gbs)
+        return round(value, 1), (f"between the {lo.nodes}-node ({lo.busbw_gbs:g}{tag(lo)}) and {hi.nodes}-node "
+                                 f"({hi.busbw_gbs:g}{tag(hi)}) figures, in log2(nodes)")
 
 
 @dataclass(frozen=True)
@@ -114,6 +159,19 @@ class StorageBaseline:
 
 
 @dataclass(frozen=True)
+class FleetBaseline:
+    """How a node is held against its peers (median and MAD of the fleet's figures)."""
+
+    #: "advisory" (a warning) or "mandatory" (the node fails).
+    outliers: str = "advisory"
+    outlier_z: float = 3.5
+    outlier_min_deficit: float = 0.05
+    #: How often each localisation run repeats (a fault that fails only some runs shows as intermittent).
+    localise_repeats: int = 2
+    source: str | None = None
+
+
+@dataclass(frozen=True)
 class Baseline:
     """One offering's resolved expectations (defaults < the offering's entry < overrides)."""
 
@@ -130,6 +188,7 @@ class Baseline:
     nccl: NcclBaseline
     hccl: HcclBaseline
     storage: StorageBaseline
+    fleet: FleetBaseline = FleetBaseline()
     provider: str | None = None
     aliases: tuple[str, ...] = ()
     notes: str | None = None
@@ -163,6 +222,12 @@ def _check(kind: Any, value: Any, where: str) -> Any:
             raise InvalidSpecError(f"baseline field {where!r} must be a mapping, got {value!r}", field=where,
                                    value=value)
         return _typed(kind, value, where)
+    if typing.get_origin(kind) is tuple and dataclasses.is_dataclass(typing.get_args(kind)[0]):
+        item = typing.get_args(kind)[0]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, dict) for v in value):
+            raise InvalidSpecError(f"baseline field {where!r} must be a list of mappings, got {value!r}",
+                                   field=where, value=value)
+        return tuple(_typed(item, v, f"{where}[{i}]") for i, v in enumerate(value))
     if typing.get_origin(kind) is tuple:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise InvalidSpecError(f"baseline field {where!r} must be a list of names, got {value!r}", field=where,
@@ -243,6 +308,9 @@ def resolve_baseline(offering: str, overrides: dict[str, Any] | None = None) -> 
         if not isinstance(overrides, dict):
             raise InvalidSpecError("overrides must be a mapping", field="overrides", value=overrides)
         merged = _merge(merged, overrides, "", strict=True)
+        ar_over = (overrides.get("nccl") or {}).get("all_reduce") or {}
+        if isinstance(ar_over, dict) and "multi_node_busbw_gbs" in ar_over and "multi_node_scaling" not in ar_over:
+            merged["nccl"]["all_reduce"]["multi_node_scaling"] = []  # the caller's own flat figure wins
     threshold = merged.get("threshold")
     if not isinstance(threshold, int | float) or isinstance(threshold, bool) or not 0 < threshold <= 1.5:
         raise InvalidSpecError(f"threshold must be a fraction in (0, 1.5], got {threshold!r}",

@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError, MetalfleetError
+from metalfleet.providers.merge import deep_merge
 
 from ..connector import Connect, Connector, SshOptions
 from ..errors import CommandTimeout, HostUnreachable
 from ..inventory import Host, Inventory
 from ..logs import HostLog
-from ..parsers import ParseError, to_jsonable
+from ..parsers import ParseError, parse, to_jsonable
 from ..progress import ProgressCallback, ProgressEvent
 from ..script import Script, parse_batch_output, parse_probe_stderr
 from ..script import probe_script as _framed
@@ -49,10 +50,11 @@ from ..sessions import FanOut, SessionPool, host_folder, select_hosts
 from .baselines import Baseline, resolve_baseline
 from .checks import EXTRA_CHECKS, NCCL_CHECKS
 from .gate import applicable_checks, judge
+from .localise import Job, Localisation, Round, Run, localise, outliers
 from .probes import AcceptanceOptions, Probe, ProbeOutput, multi_node_probe, plan_probes
 from .results import AcceptanceReport, MultiNodeResult, NodeAcceptance, NodeStatus, ProbeResult
 from .table import check_statuses, format_table
-from .verdict import CheckResult, CheckStatus, Verdict
+from .verdict import CheckResult, CheckStatus, Verdict, fail, warn
 
 __all__ = [
     "AcceptanceReport",
@@ -216,8 +218,9 @@ def _save(folder: Path, node: NodeAcceptance) -> None:
 
 class _Runner:
     def __init__(self, pool: SessionPool, options: AcceptanceOptions, overrides: Mapping[str, Any] | None,
-                 emit: ProgressCallback, total: int, save_dir: Path | None) -> None:
+                 emit: ProgressCallback, total: int, save_dir: Path | None, max_workers: int = 32) -> None:
         self.pool = pool
+        self.max_workers = max_workers
         self.options = options
         self.overrides = overrides
         self.emit = emit
@@ -341,6 +344,103 @@ class _Runner:
         return result
 
 
+    # ----------------------------------------------------------------------------------------
+    # Localisation: the jobs of one round, side by side
+
+    def _judge_run(self, label: str, baseline: Baseline, expected: float, probe: Probe,
+                   res: ProbeResult) -> tuple[bool, float | None, str]:
+        """(passed, busbw, first failure) of one localisation run, judged against ``expected``."""
+        if res.error:
+            return False, None, f"{probe.name}: {res.error}"
+        over = deep_merge(dict(self.overrides or {}),
+                          {"nccl": {"all_reduce": {"multi_node_busbw_gbs": expected, "multi_node_scaling": []}}})
+        v = _judge_host(label, baseline.name, over, [probe], [res], scope=NCCL_CHECKS)
+        c = v.check("allreduce-busbw")
+        got = c.measured if c is not None and isinstance(c.measured, int | float) else None
+        first = next(iter(v.failures), None)
+        return v.passed, (float(got) if got is not None else None), (f"{first.name}: {first.reason}" if first else "")
+
+    def job(self, hosts: Mapping[str, Host], job: Job, baseline: Baseline, repeats: int,
+            rails: Sequence[str]) -> list[Run]:
+        """Run ``job`` ``repeats`` times, then each of ``rails`` alone as many times, in one channel from its
+        first host: [the full run, one run per rail]."""
+        members = [hosts[n] for n in job.hosts]
+        expected, _how = baseline.nccl.all_reduce.multi_node(len(members))
+        full = expected or 0.0
+        per_rail = full / len(rails) if rails else full
+        plan: list[tuple[str | None, Probe]] = []
+        unit = max(int(baseline.nccl.measure_min_bytes or 0), 1 << 20)
+        lo, hi = self.options.localise_sizes
+        for nic in (None, *rails):
+            sizes = (lo * unit, hi * unit) if nic is None else (self.options.localise_nic_size * unit,) * 2
+            args = ("-b", str(sizes[0]), "-e", str(sizes[1]), "-f", "2")
+            opts = replace(self.options, nccl_args=args) if nic is None else replace(
+                self.options, nccl_args=args, mpirun_args=(*self.options.mpirun_args, "-x", f"NCCL_IB_HCA=={nic}"))
+            probe, _hostfile = multi_node_probe(members, baseline, opts)
+            plan += [(nic, probe)] * max(1, repeats)
+        t0 = time.monotonic()
+        conn = self.pool.connector(members[0])
+        results: list[ProbeResult | None]
+        why = ""
+        try:
+            conn.connect()
+            results = list(self.run_probes(members[0], conn, [p for _n, p in plan], None))
+        except MetalfleetError as exc:
+            results, why = [None] * len(plan), f"{type(exc).__name__} on {members[0].name}: {exc.message}"
+        finally:
+            conn.close()
+        seconds = time.monotonic() - t0
+        out: list[Run] = []
+        for nic in (None, *rails):
+            want = full if nic is None else per_rail
+            marks: list[bool] = []
+            figures: list[float] = []
+            reasons: list[str] = []
+            busy = 0.0
+            for (n, probe), res in zip(plan, results, strict=True):
+                if n != nic:
+                    continue
+                ok, got, reason = (False, None, why) if res is None else self._judge_run(
+                    Job(job.hosts, nic).label(), baseline, want, probe, res)
+                marks.append(ok)
+                busy += 0.0 if res is None else _collective_seconds(res.stdout)
+                if got is not None:
+                    figures.append(got)
+                if reason:
+                    reasons.append(reason)
+            out.append(Run(Job(job.hosts, nic), all(marks), max(figures) if figures else None, want,
+                           reasons[0] if reasons else "", tuple(marks), seconds, round(busy, 3)))
+        return out
+
+    def measure(self, hosts: Mapping[str, Host], baseline: Baseline, kind: str, jobs: Sequence[Job], repeats: int,
+                rails: Mapping[str, Sequence[str]]) -> list[Run]:
+        fan: FanOut[Job, list[Run]] = FanOut(list(jobs), max_workers=self.max_workers,
+                                             thread_name_prefix=f"mf-{kind}")
+        done = fan.run(lambda j: self.job(hosts, j, baseline, repeats, tuple(rails.get(j.hosts[0], ()))))
+        return [runs[0] for runs in done] + [r for runs in done for r in runs[1:]]
+
+    def localise(self, group: Sequence[Host], baseline: Baseline, cluster: MultiNodeResult,
+                 nodes: Mapping[str, NodeAcceptance]) -> Localisation:
+        by_name = {h.name: h for h in group}
+        expected, _how = baseline.nccl.all_reduce.multi_node(len(group))
+        c = cluster.verdict.check("allreduce-busbw")
+        got = c.measured if c is not None and isinstance(c.measured, int | float) else None
+        first = Run(Job(tuple(by_name)), cluster.passed, None if got is None else float(got), expected,
+                    cluster.reason, (cluster.passed,), cluster.seconds,
+                    _collective_seconds(cluster.probe.stdout) if cluster.probe else 0.0)
+
+        def told(r: Round) -> None:
+            self.emit(ProgressEvent(kind="host-done", host=f"localisation {baseline.name}", done=self.done,
+                                    total=self.total, status="pass" if not r.failed else "fail",
+                                    seconds=r.seconds, detail=r.summary()))
+
+        return localise(list(by_name), lambda kind, jobs, times, rails: self.measure(
+                            by_name, baseline, kind, jobs, times, rails), first,
+                        nics={h: _rails(nodes[h], baseline) for h in by_name},
+                        labels={h.name: dict(h.labels) for h in group}, repeats=baseline.fleet.localise_repeats,
+                        threshold=float(baseline.threshold), on_round=told)
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -395,7 +495,7 @@ def run_acceptance(
     folder = Path(save_dir) if save_dir else None
     report = AcceptanceReport(save_dir=str(folder) if folder else None)
     with SessionPool(ssh, connect) as pool:
-        runner = _Runner(pool, opts, overrides, progress or (lambda ev: None), len(chosen), folder)
+        runner = _Runner(pool, opts, overrides, progress or (lambda ev: None), len(chosen), folder, max_workers)
         fan: FanOut[Host, NodeAcceptance] = FanOut(chosen, max_workers=max_workers, thread_name_prefix="mf-accept")
         report.nodes = fan.run(lambda h: runner.host(h, baselines[h.name]), on_done=runner.host_done)
         if opts.multi_node and opts.nccl:
@@ -405,6 +505,82 @@ def run_acceptance(
                     groups.setdefault(n.offering, []).append(h)
             for group in groups.values():
                 if len(group) >= 2:
-                    report.multi_node.append(runner.multi(group, baselines[group[0].name]))
+                    b = baselines[group[0].name]
+                    m = runner.multi(group, b)
+                    report.multi_node.append(m)
+                    if opts.localise and not m.passed and b.nccl.all_reduce.multi_node(2)[0] is not None:
+                        nodes = {n.host: n for n in report.nodes}
+                        report.localisation[m.offering] = runner.localise(group, b, m, nodes)
+        _flag_outliers(report, chosen, baselines)
+        _apply_blames(report)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _collective_seconds(text: str) -> float:
+    """The time the collectives of an nccl-tests log took by its own rows: each row's out-of-place and in-place
+    time (us per iteration) times the warm-up and timed iterations its header gives (nccl-tests' defaults 5 and
+    20). What a real fabric would spend on the run, without launch and set-up."""
+    import re
+
+    m = re.search(r"warmup iters: (\d+) iters: (\d+)", text)
+    per_row = int(m.group(1)) + int(m.group(2)) if m else 25
+    try:
+        rep = parse("nccl-tests", text)
+    except ParseError:
+        return 0.0
+    return float(sum((row.oop_time_us + row.ip_time_us) * per_row for run in rep.runs for row in run.rows)) / 1e6
+
+
+def _rails(node: NodeAcceptance, baseline: Baseline) -> list[str]:
+    """The node's fabric interfaces a job can be held to (``NCCL_IB_HCA``): its Active InfiniBand / RoCE
+    ports (at the fabric rate) from its ibstat; none on EFA (aws-ofi-nccl has no per-device selection here)."""
+    kind = baseline.fabric.kind
+    res = node.probe("ibstat")
+    if kind not in ("infiniband", "roce") or res is None or res.kind != "ibstat":
+        return []
+    try:
+        rep = parse("ibstat", res.stdout)
+    except ParseError:
+        return []
+    layer = "InfiniBand" if kind == "infiniband" else "Ethernet"
+    rate = baseline.fabric.port_gbps
+    return [d.name for d in rep.devices if any(
+        pt.link_layer == layer and pt.state == "Active" and (rate is None or (pt.rate_gbps or 0) >= rate)
+        for pt in d.ports)]
+
+
+def _flag_outliers(report: AcceptanceReport, hosts: Sequence[Host], baselines: Mapping[str, Baseline]) -> None:
+    """Per offering, the passing nodes whose own all_reduce busbw sits far below their peers'."""
+    by_offering: dict[str, dict[str, float]] = {}
+    for h, n in zip(hosts, report.nodes, strict=True):
+        c = n.verdict.check("allreduce-busbw")
+        if c is not None and isinstance(c.measured, int | float) and n.status in (NodeStatus.PASS, NodeStatus.FAIL):
+            by_offering.setdefault(n.offering, {})[h.name] = float(c.measured)
+    first = {n.offering: baselines[h.name] for h, n in zip(hosts, report.nodes, strict=True)}
+    for offering, figures in by_offering.items():
+        fleet = first[offering].fleet
+        found = outliers(figures, figure="all_reduce busbw on its own", z_limit=fleet.outlier_z,
+                         min_deficit=fleet.outlier_min_deficit, mandatory=fleet.outliers == "mandatory")
+        found = [o for o in found if report.node(o.host).passed]
+        if found:
+            report.localisation.setdefault(offering, Localisation()).outliers.extend(found)
+
+
+def _with_check(node: NodeAcceptance, check: CheckResult) -> None:
+    checks = (*node.verdict.checks, check)
+    passed = not any(c.failed for c in checks)
+    node.verdict = replace(node.verdict, checks=checks, passed=passed)
+    if not passed and node.status == NodeStatus.PASS:
+        node.status = NodeStatus.FAIL
+
+
+def _apply_blames(report: AcceptanceReport) -> None:
+    """A blamed node fails (``fabric-localisation``); an outlier warns, or fails when the spec says so
+    (``fleet-outlier``). A group (a switch) fails no node: the report names it."""
+    for loc in report.localisation.values():
+        for b in loc.blames:
+            _with_check(report.node(b.host), fail("fabric-localisation", b.reason, b.to_dict(), None))
+        for o in loc.outliers:
+            mk = fail if o.mandatory else warn
+            _with_check(report.node(o.host), mk("fleet-outlier", o.reason, o.value, o.median))

@@ -110,7 +110,9 @@ def nccl_checks(b: Baseline, ev: Evidence) -> list[CheckResult]:
                                                "so bus bandwidth is 0 by definition; not a bandwidth measurement",
                             measured, None)]
     if multi:
-        base, label = ar.multi_node_busbw_gbs, f"multi-node ({len(hosts) or '?'} hosts, {nranks} ranks)"
+        nodes = len(hosts) or (nranks // gpus if nranks and gpus else 2)
+        base, how = ar.multi_node(nodes)
+        label = f"multi-node ({len(hosts) or '?'} hosts, {nranks} ranks), {how}"
     else:
         algo: str
         if rep.debug_lines:

@@ -52,6 +52,14 @@ class AcceptanceOptions:
     nccl_env_file: str = "/etc/profile.d/metalfleet-nccl.sh"
     #: Run one all_reduce across the nodes that passed on their own (>= 2 nodes of one offering).
     multi_node: bool = True
+    #: When that run fails: rounds of smaller runs to find the nodes, links or switch group at fault
+    #: (:mod:`.localise`).
+    localise: bool = True
+    #: The all_reduce_perf sizes of a localisation run, as multiples of the baseline's ``measure_min_bytes``
+    #: (the smallest size judged): (first, last) for a run over every interface, and one size for a run held
+    #: to one interface (which moves the same bytes over a fraction of the bandwidth).
+    localise_sizes: tuple[int, int] = (1, 4)
+    localise_nic_size: int = 1
     multi_node_timeout: float = 1800.0
     mpirun: str = "mpirun"
     #: Extra mpirun arguments (before the program), e.g. ("--mca", "btl_tcp_if_include", "eth0");

@@ -84,6 +84,8 @@ def spec_overrides(spec: ClusterSpec) -> dict[str, Any]:
         set_dotted(out, path, value)
     if acc.mandatory is not None:
         out["required"] = list(acc.mandatory)
+    if acc.outliers != "advisory":
+        out["fleet"] = {"outliers": acc.outliers}
     return out
 
 
@@ -97,7 +99,8 @@ class AcceptanceOutcome(LifecycleOutcome):  # type: ignore[misc]  # (mypy on the
 
     #: One acceptance report per round (the first for ``nodes``, then one per batch of replacements).
     reports: list[AcceptanceReport] = field(default_factory=list)
-    #: Multi-node all_reduce runs that failed (no single node to blame: no node is quarantined for them).
+    #: Multi-node all_reduce runs that failed with no culprit to explain them (a switch group, an unresolved
+    #: failure): no node is quarantined for them. A run whose blamed nodes explain it is not listed.
     multi_node_failures: list[str] = field(default_factory=list)
 
     @property
@@ -187,6 +190,8 @@ def accept_cluster(
         return outcome
     off = offering or resolve_offering(driver, spec)
     ov = deep_merge(spec_overrides(spec), overrides or {})
+    if not spec.acceptance.localise:
+        options = replace(options or AcceptanceOptions(), localise=False)
     to_hosts: InventoryFn = inventory_for or (lambda ns: hosts_from_spec(spec, ns, off))
 
     def check(pending: Sequence[Node], rounds: int) -> dict[str, str | None]:
@@ -215,8 +220,14 @@ def accept_cluster(
                 if faults:
                     why = f"BMC reports a critical fault: {'; '.join(faults)}"
                     verdicts[node.id] = why if verdicts[node.id] is None else f"{why}; {verdicts[node.id]}"
-        outcome.multi_node_failures += [f"all_reduce across {', '.join(m.hosts)}: {m.reason}"
-                                        for m in report.multi_node if not m.passed]
+        for m in report.multi_node:
+            loc = report.localisation.get(m.offering)
+            if m.passed or (loc is not None and loc.blames and loc.explained):
+                continue  # the blamed nodes fail on their own verdicts; the run without them passed
+            outcome.multi_node_failures.append(f"all_reduce across {', '.join(m.hosts)}: {m.reason}")
+            if loc is not None:
+                outcome.multi_node_failures += [f"group {', '.join(g.hosts)}: {g.reason}" for g in loc.groups]
+                outcome.multi_node_failures += [f"unresolved: {u}" for u in loc.unresolved]
         return verdicts
 
     settle(driver, spec, nodes, check, outcome, offering=off,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .baselines import Baseline
+from .localise import Localisation
 from .report import to_json, to_junit, to_markdown, verdict_to_dict
 from .verdict import TextEnum, Verdict
 
@@ -133,6 +135,8 @@ class AcceptanceReport:
     multi_node: list[MultiNodeResult] = field(default_factory=list)
     seconds: float = 0.0
     save_dir: str | None = None
+    #: Per offering: the localisation rounds after a failed run across nodes, and the fleet's outliers.
+    localisation: dict[str, Localisation] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -155,10 +159,19 @@ class AcceptanceReport:
     @property
     def verdicts(self) -> list[Verdict]:
         """Every node's verdict, then each multi-node run's (what the JSON/JUnit/Markdown reports hold)."""
-        return [n.verdict for n in self.nodes] + [m.verdict for m in self.multi_node]
+        return ([n.verdict for n in self.nodes] + [m.verdict for m in self.multi_node]
+                + [loc.verdict(o, self._threshold(o)) for o, loc in self.localisation.items() if loc.rounds or
+                   loc.unresolved])
+
+    def _threshold(self, offering: str) -> float:
+        return next((n.verdict.threshold for n in self.nodes if n.offering == offering), 0.9)
 
     def to_json(self) -> str:
-        return to_json(self.verdicts)
+        """The verdicts (:func:`.report.to_json`) plus ``localisation``: each offering's rounds, blames,
+        groups and outliers."""
+        doc = json.loads(to_json(self.verdicts))
+        doc["localisation"] = {o: loc.to_dict() for o, loc in self.localisation.items()}
+        return json.dumps(doc, indent=2, allow_nan=False)
 
     def to_junit(self) -> str:
         return to_junit(self.verdicts)
@@ -168,4 +181,5 @@ class AcceptanceReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "seconds": round(self.seconds, 3), "save_dir": self.save_dir,
-                "nodes": [n.to_dict() for n in self.nodes], "multi_node": [m.to_dict() for m in self.multi_node]}
+                "nodes": [n.to_dict() for n in self.nodes], "multi_node": [m.to_dict() for m in self.multi_node],
+                "localisation": {o: loc.to_dict() for o, loc in self.localisation.items()}}

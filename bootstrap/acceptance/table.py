@@ -99,4 +99,9 @@ def format_table(report: AcceptanceReport) -> str:
                                  for m in report.multi_node)
     table = text_table(rows, ["node", "offering", "GPUs", "NVLink", "fabric", "busbw vs baseline", "skipped",
                               "verdict"])
-    return f"{head}\n{table}\n\nchecks:\n{check_statuses(report)}"
+    out = f"{head}\n{table}\n\nchecks:\n{check_statuses(report)}"
+    for offering, loc in report.localisation.items():
+        lines = loc.summary_lines()
+        if lines:
+            out += f"\n\nlocalisation ({offering}):\n" + "\n".join(f"  {line}" for line in lines)
+    return out

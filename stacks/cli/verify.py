@@ -61,6 +61,9 @@ def add_commands(subparsers: Any) -> None:
     v.add_argument("--no-nccl", action="store_true", dest="no_nccl", help="live: skip all_reduce_perf")
     v.add_argument("--no-multi-node", action="store_true", dest="no_multi_node",
                    help="live: skip the all_reduce across nodes")
+    v.add_argument("--no-localise", action="store_true", dest="no_localise",
+                   help="live: when the all_reduce across nodes fails, do not run the rounds (pairs, re-pairs, "
+                        "per-interface runs, bisection) that name the nodes, links or switch group at fault")
     v.add_argument("--dcgm", type=int, choices=(0, 1, 2), default=0, help="live: also run dcgmi diag -r N")
     v.add_argument("--workers", type=int, default=32, help="live: hosts checked at once (default 32)")
     v.add_argument("-v", "--verbose", action="store_true", help="live: show every probe as it finishes")
@@ -181,7 +184,7 @@ def _verify_live(args: argparse.Namespace) -> int:
         if args.quarantine_file:
             load_quarantine(args.quarantine_file)  # a file that cannot be updated fails before the run
         options = AcceptanceOptions(nccl=not args.no_nccl, multi_node=not args.no_multi_node,
-                                    dcgm_level=args.dcgm)
+                                    localise=not args.no_localise, dcgm_level=args.dcgm)
         if args.limit and not select_hosts(inventory.hosts, args.limit):
             print(f"error: --limit {' '.join(args.limit)} matches no host of {args.target}", file=sys.stderr)
             return 2
