@@ -567,6 +567,11 @@ def cluster_spec_for(option: Option, req: PlanRequirements) -> dict[str, Any]:
     return data
 
 
+#: The suppression a planned Huawei spec carries (examples/huawei-bms/cluster.yaml has the same).
+HUAWEI_VOLUME_TAGS = ("# metalfleet:suppress MF-TAG-001 reason: BMS creates the EVS volumes with the server and gives "
+                      "them no tags of their own (server_tags tag the server only); the server carries the tags")
+
+
 def spec_yaml(option: Option, req: PlanRequirements, plan_source: str = "") -> str:
     """The emitted cluster spec as YAML, with a header saying where it came from and what to fill in."""
     import yaml
@@ -588,4 +593,12 @@ def spec_yaml(option: Option, req: PlanRequirements, plan_source: str = "") -> s
                  "# policy MF-ENC-003 holds its encryption unknown until the policy config lists it under "
                  "known_encrypted (metalfleet validate --policy-config)."]
     body: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    if data.get("provider") == "huawei" and "\ntags:" in "\n" + body:
+        # As examples/huawei-bms carries it: the policy would otherwise flag the root volume on every plan.
+        head.append("# Huawei BMS: the EVS volumes it creates with the server take no tags of their own, so the "
+                    "suppression of MF-TAG-001 above `tags:` says why; the server itself carries the tags.")
+        lines = body.splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines) if line.startswith("tags:"))
+        lines.insert(at, f"{HUAWEI_VOLUME_TAGS}\n")
+        body = "".join(lines)
     return "\n".join(head) + "\n" + body

@@ -728,9 +728,9 @@ def test_china_requests_get_priced_options_in_cny_and_the_spec_validates(case: C
     assert refresh(case, emulator, catalog_path).returncode == 0
     gpus, month_billing, year_billing = CHINA_ASKS[case.provider]
     policy = tmp_path / "policy.yaml"
-    policy.write_text(  # the shared file system's encryption, and (as examples/huawei-bms does) BMS's untagged volumes
-        "rules:\n  MF-ENC-003:\n    known_encrypted: ['fill-in:*']\nsuppressions:\n  - rule: MF-TAG-001\n"
-        "    resource: '*root volume'\n    reason: BMS gives the EVS volumes it creates with the server no tags\n")
+    # the shared file system's encryption (a placeholder until it exists); a Huawei spec carries its own
+    # suppression of MF-TAG-001 for BMS's untagged volumes, as examples/huawei-bms does
+    policy.write_text("rules:\n  MF-ENC-003:\n    known_encrypted: ['fill-in:*']\n")
     for months, billing in ((1, month_billing), (12, year_billing)):
         req = tmp_path / f"req-{months}.yaml"
         req.write_text(yaml.safe_dump({
@@ -759,3 +759,11 @@ def test_china_requests_get_priced_options_in_cny_and_the_spec_validates(case: C
         validate = run(case, "validate", str(spec), "--policy-config", str(policy), home=tmp_path)
         assert validate.returncode == 0, validate.stdout + validate.stderr
         assert f"on {case.provider} {case.region}" in validate.stdout
+        text = spec.read_text()
+        if case.provider == "huawei":  # the suppression stands right above the tags it is about
+            lines = text.splitlines()
+            at = lines.index("tags:")
+            assert lines[at - 1].startswith("# metalfleet:suppress MF-TAG-001 reason: BMS creates the EVS volumes")
+            assert "MF-TAG-001" in validate.stdout  # shown as suppressed, with its reason, not as a finding
+        else:
+            assert "metalfleet:suppress" not in text
