@@ -534,8 +534,13 @@ def _collective_seconds(text: str) -> float:
 
 def _rails(node: NodeAcceptance, baseline: Baseline) -> list[str]:
     """The node's fabric interfaces a job can be held to (``NCCL_IB_HCA``): its Active InfiniBand / RoCE
-    ports (at the fabric rate) from its ibstat; none on EFA (aws-ofi-nccl has no per-device selection here)."""
+    ports (at the fabric rate) from its ibstat, its eRDMA devices (NCCL reaches them as IB verbs devices) from
+    the fabric check; none on EFA (aws-ofi-nccl has no per-device selection here)."""
     kind = baseline.fabric.kind
+    if kind == "erdma":
+        c = node.verdict.check("fabric-ports")
+        ok = c is not None and c.passed and isinstance(c.measured, list)
+        return [str(name) for name in c.measured] if ok and c is not None else []
     res = node.probe("ibstat")
     if kind not in ("infiniband", "roce") or res is None or res.kind != "ibstat":
         return []

@@ -243,3 +243,26 @@ def test_the_spec_says_advisory_or_mandatory_outliers() -> None:
     doc["acceptance"]["outliers"] = "sometimes"
     with pytest.raises(InvalidSpecError, match=re.escape("acceptance.outliers")):
         parse_spec(doc)
+
+
+def test_the_interfaces_a_run_can_be_held_to_follow_the_fabric() -> None:
+    from metalfleet.bootstrap.acceptance.baselines import resolve_baseline
+    from metalfleet.bootstrap.acceptance.live import _rails
+    from metalfleet.bootstrap.acceptance.results import NodeAcceptance, NodeStatus, ProbeResult
+    from metalfleet.bootstrap.acceptance.verdict import Verdict, ok
+
+    from ._fixtures import read_fixture
+    from ._sim import IB_STAT
+
+    def node(offering: str, checks: tuple = (), probes: tuple = ()) -> NodeAcceptance:  # type: ignore[type-arg]
+        v = Verdict(offering=offering, passed=True, checks=checks, threshold=0.9, node="n")
+        return NodeAcceptance("n", "10.0.0.1", offering, NodeStatus.PASS, v, probes=list(probes))
+
+    ib = ProbeResult("ibstat", "ibstat", 0, kind="ibstat", stdout=read_fixture(IB_STAT))
+    # the capture's 8 Active 400G IB ports; its BF3 Ethernet port is not a rail
+    assert _rails(node("fake.8xh100", probes=(ib,)), resolve_baseline("fake.8xh100")) == [
+        "mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]
+    erdma = ok("fabric-ports", "2 eRDMA devices, ports PORT_ACTIVE", ["erdma_0", "erdma_1"], 2)
+    assert _rails(node("ecs.ebmgn8v.48xlarge", (erdma,)), resolve_baseline("ecs.ebmgn8v.48xlarge")) == [
+        "erdma_0", "erdma_1"]
+    assert _rails(node("p5.48xlarge", probes=(ib,)), resolve_baseline("p5.48xlarge")) == []  # EFA: none
