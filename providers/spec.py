@@ -6,6 +6,9 @@ error names the dotted field path and the bad value.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,8 +33,9 @@ from .textfile import BadFileError, read_text_file, shorten
 from .validation import SSH_RULES_NEED_OWN_GROUP, cidr_problem, partition_problem
 from .yamlfile import parse_yaml
 
-__all__ = ["ACCEPTANCE_CHECKS", "ClusterSpec", "Flag", "Int", "Number", "billing_problem", "load_spec", "load_yaml",
-           "parse_spec", "validation_error"]
+__all__ = ["ACCEPTANCE_CHECKS", "SCHEDULER_KINDS", "SLURMCTLD_PORT", "ClusterSpec", "ControllerSpec", "Flag",
+           "HealthCheckSpec", "Int", "JoinSpec", "Number", "SchedulerSpec", "billing_problem", "host_problem",
+           "load_spec", "load_yaml", "parse_endpoint", "parse_spec", "validation_error"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -238,6 +242,248 @@ class AcceptanceSpec(_Strict):
         return v
 
 
+#: Slurm partition names as metalfleet writes them into slurm.conf (``PartitionName=``).
+_PARTITION = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+#: Slurm node feature names: no space, comma or constraint operator (``&|*[]()!:``) inside, so a user can
+#: constrain on each one with ``--constraint``.
+_FEATURE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_DNS_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONFIG_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+#: slurmctld's port when slurm.conf names none (``SlurmctldPort``).
+SLURMCTLD_PORT = 6817
+SCHEDULER_KINDS = ("slurm",)
+_MUNGE_SCHEMES: tuple[Literal["env", "file", "config"], ...] = ("env", "file", "config")
+_MUNGE_SOURCES = "env:NAME, file:PATH or config:NAME (a Pulumi secret: pulumi config set --secret NAME ...)"
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is no IP address or DNS name (RFC 1123 labels), or None when it is one."""
+    if not host:
+        return "empty host: give an IP address or a DNS name"
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host)
+        return None
+    name = host.removesuffix(".")
+    if len(name) > 253 or not all(_DNS_LABEL.match(label) for label in name.split(".")):
+        return f"{host!r} is neither an IP address nor a DNS name (letters, digits, '-' and '.')"
+    if name.rsplit(".", 1)[-1].isdigit():  # 10.0.0.256 is a bad address, not a name
+        return f"{host!r} is not a valid IP address"
+    return None
+
+
+def parse_endpoint(address: str, default_port: int = SLURMCTLD_PORT) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` as ``(host, port)``; ValueError saying why not."""
+    host, port = address, str(default_port)
+    if address.startswith("["):
+        inside, bracket, rest = address[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(f"{address!r}: an IPv6 address goes in brackets, [addr] or [addr]:port")
+        host, port = inside, rest[1:] if rest else port
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{address!r}: only an IPv6 address goes in brackets") from None
+    elif address.count(":") == 1:  # more than one: a bare IPv6 address, which has no room for a port
+        host, port = address.split(":")
+    if not port.isdecimal() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"port {port!r} of {address!r} is not a port (1-65535)")
+    why = host_problem(host)
+    if why:
+        raise ValueError(why)
+    return host, int(port)
+
+
+def _munge_key_shape(ref: str) -> str | None:
+    """Why ``ref`` is no munge key reference, without echoing it (it may be the key itself)."""
+    scheme, colon, rest = ref.partition(":")
+    if not colon or not _SCHEME.match(ref) or scheme not in _MUNGE_SCHEMES:
+        return f"not a reference: never put the munge key itself in the spec; use {_MUNGE_SOURCES}"
+    if scheme == "env" and not _ENV_NAME.match(rest):
+        return f"env:{rest} names no environment variable (letters, digits, '_')"
+    if scheme == "file" and not rest:
+        return "file: names no file"
+    if scheme == "config" and not _CONFIG_NAME.match(rest):
+        return f"config:{rest} names no Pulumi config key"
+    return None
+
+
+def _shown_key(ref: str) -> str:
+    """The value an error shows for a munge_key: the reference when it is one, else only its length."""
+    if _SCHEME.match(ref) and ref.partition(":")[0] in _MUNGE_SCHEMES:
+        return ref
+    return f"<{len(ref)} characters, not shown>"
+
+
+class HealthCheckSpec(_Strict):
+    """Slurm's ``HealthCheckProgram``: metalfleet's fast node checks, run every ``interval_s`` seconds by each
+    slurmd (``HealthCheckInterval``); a node that fails them is drained with the check's reason. Giving the
+    section turns it on; ``enabled: false`` keeps it written down but off."""
+
+    enabled: Flag = True
+    interval_s: Int = Field(300, ge=60, le=86400)
+
+
+class ControllerSpec(_Strict):
+    """metalfleet stands slurmctld up: on the cluster's node ``node`` or on ``host`` (reached with ``ssh``)."""
+
+    node: Int | None = None
+    host: str | None = None
+    #: Optional: the munge key the controller (and every node) is given; None: metalfleet makes one.
+    munge_key: str | None = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> ControllerSpec:
+        if (self.node is None) == (self.host is None):
+            got = f"node={self.node!r}, host={self.host!r}" if self.host is not None else "neither node nor host"
+            raise _bad("", got, "give the controller's place as exactly one of node (an index of this cluster) or host")
+        if self.host is not None:
+            why = host_problem(self.host)
+            if why:
+                raise _bad(".host", self.host, why)
+        if self.node is not None and self.node < 0:
+            raise _bad(".node", self.node, "node index must be 0 or more")
+        return self
+
+
+class JoinSpec(_Strict):
+    """The nodes join a slurmctld that runs already."""
+
+    #: ``host[:port]`` of slurmctld (port: 6817 when not given); an IPv6 address in brackets.
+    address: str
+    #: The controller's munge key: a reference (env:, file:, config:), never the key.
+    munge_key: str | None = None
+
+    @field_validator("address")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        try:
+            parse_endpoint(v)
+        except ValueError as exc:
+            raise ValueError(f"unknown controller: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _key_given(self) -> JoinSpec:
+        if self.munge_key is None:
+            raise _bad(".munge_key", None, "missing munge key: joining a controller needs its munge key, as "
+                       + _MUNGE_SOURCES)
+        return self
+
+
+class SchedulerSpec(_Strict):
+    """The Slurm partition the accepted nodes go into (issue 24): joined to a controller that exists, or with a
+    controller metalfleet stands up.
+
+    The munge key is only ever a reference: ``env:NAME`` (an environment variable where metalfleet runs),
+    ``file:PATH`` (a file there; ``~`` expands, relative to the working directory) or ``config:NAME`` (a
+    Pulumi secret config value). :meth:`munge_key_problem` checks that env: and file: resolve; a config: value
+    only the stack can read, so only the stack can check it.
+    """
+
+    kind: str
+    #: None: the cluster's name (:meth:`partition_name`).
+    partition: str | None = None
+    controller: ControllerSpec | None = None
+    join: JoinSpec | None = None
+    #: Extra node features beside the ones metalfleet adds (offering, fabric, provider).
+    features: list[str] = Field(default_factory=list)
+    #: None: no health check program.
+    health_check: HealthCheckSpec | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        if v not in SCHEDULER_KINDS:
+            raise ValueError(f"unknown scheduler kind {v!r} (known: {', '.join(SCHEDULER_KINDS)})")
+        return v
+
+    @field_validator("partition")
+    @classmethod
+    def _partition_name(cls, v: str | None) -> str | None:
+        if v is not None and not _PARTITION.match(v):
+            raise ValueError("a Slurm partition name is 1-40 letters, digits, '_' or '-'")
+        return v
+
+    @field_validator("features")
+    @classmethod
+    def _feature_names(cls, v: list[str]) -> list[str]:
+        for i, name in enumerate(v):
+            if not _FEATURE.match(name):
+                raise _bad(f"[{i}]", name, "a Slurm feature name is letters, digits, '_', '.' or '-' "
+                           "(no space, comma or constraint operator), at most 63")
+            if name in v[:i]:
+                raise _bad(f"[{i}]", name, f"feature {name!r} is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _one_mode(self, info: ValidationInfo) -> SchedulerSpec:
+        if (self.controller is None) == (self.join is None):
+            raise _bad("", "controller and join" if self.controller else "neither controller nor join",
+                       "give exactly one of controller (metalfleet stands it up) or join (an existing controller)")
+        ref = self._munge_ref()
+        if ref is not None:
+            at = ".join.munge_key" if self.join else ".controller.munge_key"
+            why = _munge_key_shape(ref)
+            if why is None and (info.context or {}).get("check_references", True):
+                why = self.munge_key_problem()
+            if why:
+                raise _bad(at, _shown_key(ref), why)
+        return self
+
+    def _munge_ref(self) -> str | None:
+        section = self.join or self.controller
+        return section.munge_key if section else None
+
+    def munge_key_source(self) -> tuple[Literal["env", "file", "config"], str] | None:
+        """The munge key reference as ``(scheme, name)``; None: metalfleet makes the key (controller mode)."""
+        ref = self._munge_ref()
+        if ref is None:
+            return None
+        scheme, _, name = ref.partition(":")
+        for known in _MUNGE_SCHEMES:
+            if scheme == known:
+                return known, name
+        raise AssertionError(f"munge_key scheme {scheme!r} passed validation")  # the validator refuses any other
+
+    def munge_key_problem(self) -> str | None:
+        """Why the munge key reference does not resolve here (an unset or empty variable; a missing, unreadable
+        or empty file), or None. ``config:`` is not checked: only the stack can read Pulumi config."""
+        source = self.munge_key_source()
+        if source is None:
+            return None
+        scheme, name = source
+        if scheme == "env":
+            if not os.environ.get(name):
+                return f"environment variable {name} is {'empty' if name in os.environ else 'not set'}"
+        elif scheme == "file":
+            path = Path(name).expanduser()
+            try:
+                size = path.stat().st_size
+                if not path.is_file():
+                    return f"munge key file {name} is not a file"
+                with path.open("rb"):
+                    pass
+            except OSError as exc:
+                return f"munge key file {name}: {exc.strerror or exc}"
+            if size == 0:
+                return f"munge key file {name} is empty"
+        return None
+
+    def partition_name(self, cluster: str) -> str:
+        """The partition's name: ``partition``, or the cluster's name (a valid partition name) when unset."""
+        return self.partition or cluster
+
+    def controller_node_index(self) -> int | None:
+        """The index of the cluster node that runs slurmctld; None when it runs elsewhere."""
+        return self.controller.node if self.controller else None
+
+    def join_endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` of an existing controller the nodes join; None in controller mode."""
+        return parse_endpoint(self.join.address) if self.join else None
+
+
 Name = Annotated[str, Field(min_length=2, max_length=40)]
 
 
@@ -261,6 +507,8 @@ class ClusterSpec(_Strict):
     ssh: SshSpec = SshSpec()
     bootstrap: BootstrapSpec = BootstrapSpec()
     acceptance: AcceptanceSpec = AcceptanceSpec()
+    #: The Slurm partition the accepted nodes join; None: no scheduler.
+    scheduler: SchedulerSpec | None = None
 
     @field_validator("name")
     @classmethod
@@ -318,6 +566,14 @@ class ClusterSpec(_Strict):
             raise ValueError("give either 'offering' (a node type name) or 'requirements'")
         if self.offering and self.requirements:
             raise ValueError("give 'offering' or 'requirements', not both")
+        return self
+
+    @model_validator(mode="after")
+    def _controller_node_in_range(self) -> ClusterSpec:
+        node = self.scheduler.controller_node_index() if self.scheduler else None
+        if node is not None and node >= self.count:
+            raise _bad(".scheduler.controller.node", node, f"the controller's node must be one of this cluster's "
+                       f"(0..{self.count - 1}, count {self.count})")
         return self
 
     @property
@@ -408,12 +664,14 @@ def _format_errors(exc: ValidationError, source: str) -> InvalidSpecError:
     return validation_error(exc, f"invalid cluster spec {source}", unknown="unknown key (not part of the cluster spec)")
 
 
-def parse_spec(data: Any, source: str = "<data>") -> ClusterSpec:
+def parse_spec(data: Any, source: str = "<data>", *, check_references: bool = True) -> ClusterSpec:
+    """``check_references=False`` skips checking that references to secrets resolve here (an ``env:`` munge key's
+    variable set, its ``file:`` present): for commands that do not use them, such as ``release``."""
     if not isinstance(data, dict):
         raise InvalidSpecError(f"invalid cluster spec {source}: top level must be a mapping, "
                                f"got {type(data).__name__}", field="(top level)", value=data)
     try:
-        return ClusterSpec.model_validate(data)
+        return ClusterSpec.model_validate(data, context={"check_references": check_references})
     except ValidationError as exc:
         raise _format_errors(exc, source) from None
 
@@ -428,6 +686,6 @@ def load_yaml(path: str | Path, what: str, *, allow_empty: bool = False) -> Any:
     return data
 
 
-def load_spec(path: str | Path) -> ClusterSpec:
-    """Load and validate a cluster spec from a YAML file."""
-    return parse_spec(load_yaml(path, "cluster spec"), str(path))
+def load_spec(path: str | Path, *, check_references: bool = True) -> ClusterSpec:
+    """Load and validate a cluster spec from a YAML file (``check_references``: as for :func:`parse_spec`)."""
+    return parse_spec(load_yaml(path, "cluster spec"), str(path), check_references=check_references)

@@ -18,7 +18,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
     from metalfleet.providers import load_spec
     from metalfleet.providers.registry import parse_driver_config
 
-    spec = load_spec(args.spec)  # before importing the Pulumi SDK: bad input is answered at once
+    # before importing the Pulumi SDK: bad input is answered at once (a destroy needs no munge key)
+    spec = load_spec(args.spec, check_references=args.command != "destroy")
     report = spec_policy(args) if args.command in ("up", "preview") else None
     if report is not None:  # shown, not enforced here: `--policy-pack policies/pack` enforces in the engine
         print(spec_policy_lines(report), file=sys.stderr)
