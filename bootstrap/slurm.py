@@ -1,0 +1,300 @@
+"""Slurm node definitions from what a node is and what the acceptance gate measured on it.
+
+A node joins a partition with the CPUs, sockets, cores, threads and memory its own facts show, and with
+``Gres=gpu:<model>:<n>`` (``npu:<model>:<n>`` on Ascend) from the gate's evidence: the GPUs that answered
+``nvidia-smi`` and passed, not a hand-written table. Its features name the offering, the fabric, the provider and
+the accelerator, so jobs can ``--constraint`` on them. Switches come from the nodes' topology labels (the same
+ones the gate's localisation orders by), so ``topology.conf`` places jobs on nodes that share a leaf.
+
+Pure: :class:`SlurmNode` values in, ``slurm.conf`` lines, ``gres.conf`` and ``topology.conf`` text out, and the
+``scontrol`` argv that drains, resumes or forgets a node (``shlex.join``-safe lists, never formatted strings).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from metalfleet.providers.errors import InvalidSpecError
+
+from .acceptance.localise import TOPOLOGY_LABELS
+from .acceptance.results import NodeAcceptance
+
+__all__ = [
+    "CpuLayout",
+    "Gres",
+    "NodeState",
+    "SlurmNode",
+    "drain_argv",
+    "gres_conf",
+    "gres_type",
+    "node_from_acceptance",
+    "node_lines",
+    "parse_nodes",
+    "partition_line",
+    "plan_sync",
+    "remove_argv",
+    "resume_argv",
+    "task_prolog",
+    "topology_conf",
+]
+
+#: Every reason metalfleet gives Slurm starts with this, so a later run resumes only the drains it made.
+REASON_PREFIX = "metalfleet: "
+
+#: Slurm node and feature names: letters, digits, '-', '_', '.' (a feature may not hold ',', '&', '|' or spaces:
+#: they are the --constraint operators).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+#: Accelerator names as a gres type: the family token of the product name ("NVIDIA H100 80GB HBM3" -> "h100").
+_FAMILY = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,4}[A-Z]?|9\d{2}[A-Z]\d?)\b")
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """What ``slurmd -C`` would print for the node: sockets x cores x threads, and memory in MiB."""
+
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_mib: int
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
+@dataclass(frozen=True)
+class Gres:
+    """One generic resource of a node: ``gpu`` (or ``npu``), its type, count and device files."""
+
+    name: str
+    type: str
+    count: int
+    #: The device files, as gres.conf's File= (one per device): /dev/nvidia[0-7], /dev/davinci[0-7].
+    files: str | None = None
+
+    def spec(self) -> str:
+        return f"{self.name}:{self.type}:{self.count}"
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    address: str
+    cpu: CpuLayout
+    gres: tuple[Gres, ...] = ()
+    features: tuple[str, ...] = ()
+    #: The leaf switch it hangs off (topology.conf); None when its labels say nothing.
+    switch: str | None = None
+    #: Slurmd's port on the node (None: the cluster's SlurmdPort).
+    port: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _check_name(what: str, value: str) -> str:
+    if not _NAME.match(value):
+        raise InvalidSpecError(f"{what} {value!r} is not a Slurm name (letters, digits, '-', '_', '.'; at most 63)",
+                               field=what, value=value)
+    return value
+
+
+def gres_type(product: str) -> str:
+    """The gres type of an accelerator product name: its family token, lower-case ("NVIDIA H100 80GB HBM3" ->
+    "h100", "NVIDIA A100-SXM4-80GB" -> "a100", "Ascend910B3" -> "910b3"); the whole name sanitised when none."""
+    m = _FAMILY.search(product.replace("-", " ").replace("Ascend", "Ascend "))
+    token = m.group(1) if m else product
+    return re.sub(r"[^a-z0-9_]+", "_", token.lower()).strip("_") or "gpu"
+
+
+def node_from_acceptance(node: NodeAcceptance, cpu: CpuLayout, *, name: str | None = None,
+                         labels: Mapping[str, str] | None = None, extra_features: Iterable[str] = (),
+                         port: int | None = None, device_dir: str = "/dev") -> SlurmNode:
+    """The Slurm node of an accepted node: its GPUs (or NPUs) as the gate counted and named them, features from
+    its offering, fabric and provider, the switch from its labels. Raises InvalidSpecError for a node that did
+    not pass (it must not join) or whose evidence names no accelerator."""
+    if not node.passed:
+        raise InvalidSpecError(f"node {node.host} did not pass acceptance ({node.reason}); it does not join Slurm",
+                               field="scheduler", value=node.host)
+    count_check = node.verdict.check("gpu-count")
+    model_check = node.verdict.check("gpu-model")
+    count = count_check.measured if count_check is not None else None
+    names = model_check.measured if model_check is not None else None
+    if not isinstance(count, int) or count < 1:
+        raise InvalidSpecError(f"node {node.host}: the gate counted no accelerators, so it has no Gres to offer",
+                               field="gpu-count", value=count)
+    product = names[0] if isinstance(names, list) and names else (node.baseline.gpu.model
+                                                                    if node.baseline is not None else None)
+    if not product:
+        raise InvalidSpecError(f"node {node.host}: the gate's evidence names no accelerator model",
+                               field="gpu-model", value=None)
+    ascend = node.baseline is not None and node.baseline.ascend
+    kind, dev = ("npu", "davinci") if ascend else ("gpu", "nvidia")
+    files = f"{device_dir.rstrip('/')}/{dev}[0-{count - 1}]" if count > 1 else f"{device_dir.rstrip('/')}/{dev}0"
+    gres = Gres(kind, gres_type(str(product)), count, files)
+    fabric = node.baseline.fabric.kind if node.baseline is not None else None
+    feats = [node.offering, *( [fabric] if fabric and fabric != "none" else []),
+             *([node.provider] if node.provider else []), gres.type, *extra_features]
+    features = tuple(dict.fromkeys(_check_name("scheduler.features", f) for f in feats if f))
+    labels = dict(labels or {})
+    switch = next((labels[k] for k in TOPOLOGY_LABELS if labels.get(k)), None)
+    return SlurmNode(_check_name("node name", name or node.host), node.address, cpu, (gres,), features,
+                     _check_name("switch", switch) if switch else None, port, labels)
+
+
+# --------------------------------------------------------------------------------------------
+# slurm.conf, gres.conf, topology.conf
+
+
+def node_lines(nodes: Sequence[SlurmNode]) -> str:
+    """One ``NodeName=`` line per node, as ``slurmd -C`` would describe it, plus its Gres and features."""
+    lines = []
+    for n in nodes:
+        c = n.cpu
+        parts = [f"NodeName={n.name}", f"NodeAddr={n.address}", f"CPUs={c.cpus}", "Boards=1",
+                 f"SocketsPerBoard={c.sockets}", f"CoresPerSocket={c.cores_per_socket}",
+                 f"ThreadsPerCore={c.threads_per_core}", f"RealMemory={c.memory_mib}"]
+        if n.port is not None:
+            parts.append(f"Port={n.port}")
+        if n.gres:
+            parts.append("Gres=" + ",".join(g.spec() for g in n.gres))
+        if n.features:
+            parts.append("Feature=" + ",".join(n.features))
+        parts.append("State=UNKNOWN")
+        lines.append(" ".join(parts))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def partition_line(name: str, nodes: Sequence[SlurmNode], *, default: bool = True) -> str:
+    _check_name("scheduler.partition", name)
+    members = ",".join(n.name for n in nodes) or "\"\""
+    return f"PartitionName={name} Nodes={members} Default={'YES' if default else 'NO'} MaxTime=INFINITE State=UP\n"
+
+
+def gres_conf(nodes: Sequence[SlurmNode]) -> str:
+    """One line per node and resource: what each device file is (Slurm binds jobs to them)."""
+    lines = [f"NodeName={n.name} Name={g.name} Type={g.type}" + (f" File={g.files}" if g.files else f" Count={g.count}")
+             for n in nodes for g in n.gres]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def topology_conf(nodes: Sequence[SlurmNode], *, root: str = "spine") -> str:
+    """``topology/tree``: a leaf switch per switch label, its nodes under it, and one switch above them all when
+    there are several (Slurm then prefers placing a job under one leaf). Empty when no node has a switch."""
+    leaves: dict[str, list[str]] = {}
+    for n in nodes:
+        if n.switch:
+            leaves.setdefault(n.switch, []).append(n.name)
+    if not leaves:
+        return ""
+    lines = [f"SwitchName={sw} Nodes={','.join(members)}" for sw, members in sorted(leaves.items())]
+    if len(leaves) > 1:
+        lines.append(f"SwitchName={root} Switches={','.join(sorted(leaves))}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# The gate's verdicts, as scontrol sees them
+
+
+def drain_argv(name: str, reason: str) -> list[str]:
+    """Drain a node with the gate's reason (``sinfo -R`` shows it); running jobs finish, no new ones start."""
+    return ["scontrol", "update", f"nodename={name}", "state=drain", f"reason={REASON_PREFIX}{_reason(reason)}"]
+
+
+def resume_argv(name: str) -> list[str]:
+    return ["scontrol", "update", f"nodename={name}", "state=resume"]
+
+
+def remove_argv(name: str) -> list[str]:
+    """Take a node out of service before its machine goes (the config then drops it)."""
+    return ["scontrol", "update", f"nodename={name}", "state=down", f"reason={REASON_PREFIX}released"]
+
+
+def _reason(reason: str) -> str:
+    """A reason as scontrol keeps it: one line, no '=' ambiguity, at most 200 characters."""
+    text = " ".join(reason.split())
+    return (text[:197] + "...") if len(text) > 200 else text
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node as ``scontrol show nodes --oneliner`` tells it: its state flags and its reason."""
+
+    name: str
+    #: The state words, upper-case: {"IDLE", "DRAIN"}, {"MIXED"}, {"DOWN", "NOT_RESPONDING"} ...
+    flags: frozenset[str]
+    reason: str | None = None
+    gres: str | None = None
+    features: tuple[str, ...] = ()
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.flags & {"DRAIN", "DRAINED", "DRAINING"})
+
+    @property
+    def ours(self) -> bool:
+        """Drained or downed by metalfleet (its reason says so), not by an operator."""
+        return (self.reason or "").startswith(REASON_PREFIX)
+
+
+_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z/]*)=")
+
+
+def parse_nodes(text: str) -> dict[str, NodeState]:
+    """``scontrol show nodes --oneliner``: one node a line, ``Key=Value`` pairs (a Reason runs to the end of its
+    line: it may hold spaces; Slurm appends ``[user@time]``)."""
+    out: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        if not line.startswith("NodeName="):
+            continue
+        fields: dict[str, str] = {}
+        marks = list(_FIELD.finditer(line))
+        for i, m in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
+            if m.group(1) == "Reason":
+                fields["Reason"] = line[m.end():].strip()
+                break
+            fields[m.group(1)] = line[m.end():end].strip()
+        name = fields.get("NodeName", "").split()[0]
+        reason = re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", fields["Reason"]) if "Reason" in fields else None
+        feats = fields.get("AvailableFeatures") or fields.get("ActiveFeatures") or ""
+        out[name] = NodeState(name, frozenset(w for w in re.split(r"[+*]", fields.get("State", "")) if w),
+                              reason, fields.get("Gres"), tuple(f for f in feats.split(",") if f and f != "(null)"))
+    return out
+
+
+def plan_sync(current: Mapping[str, NodeState], *, accepted: Iterable[str], quarantined: Mapping[str, str],
+              released: Iterable[str] = ()) -> list[list[str]]:
+    """The scontrol calls that make Slurm agree with the gate: a quarantined node drained with its reason, an
+    accepted node that metalfleet drained before resumed (an operator's drain is left alone), a released node
+    taken out before its machine goes. Nothing for a node already as it should be, so a second run is empty."""
+    calls: list[list[str]] = []
+    for name, why in quarantined.items():
+        st = current.get(name)
+        want = f"{REASON_PREFIX}{_reason(why)}"
+        if st is not None and not (st.drained and st.reason == want):
+            calls.append(drain_argv(name, why))
+    for name in accepted:
+        st = current.get(name)
+        if st is not None and st.ours and (st.drained or "DOWN" in st.flags):
+            calls.append(resume_argv(name))
+    for name in released:
+        st = current.get(name)
+        if st is not None and not ("DOWN" in st.flags and st.ours):
+            calls.append(remove_argv(name))
+    return calls
+
+
+def task_prolog(env_file: str = "/etc/profile.d/metalfleet-nccl.sh") -> str:
+    """A ``TaskProlog`` that hands every job task the NCCL (and libfabric) settings bootstrap's nccl-config wrote
+    and the acceptance gate ran with: slurmstepd runs it before each task and sets each ``export NAME=value``
+    line it prints. The file is read in a clean shell, so only its own settings pass."""
+    import shlex
+
+    path = shlex.quote(env_file)
+    return ("#!/bin/sh\n"
+            "# metalfleet: the NCCL tuning the acceptance gate ran with, for every task of every job.\n"
+            f"[ -r {path} ] || exit 0\n"
+            f"env -i /bin/sh -c '. \"$1\" && env' sh {path} | "
+            "sed -n 's/^\\(\\(NCCL\\|FI\\)_[A-Za-z0-9_]*\\)=\\(.*\\)$/export \\1=\\3/p'\n")
