@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from .parsers.ascend import HccnIp, parse_hccn_tool
+from .parsers.cpu import parse_lscpu, parse_lscpu_json, parse_meminfo
 from .parsers.errors import ParseError
 from .parsers.infiniband import parse_ibstat
 from .parsers.storage import parse_mdstat
@@ -27,6 +28,8 @@ __all__ = [
     "BlockDevices",
     "BootId",
     "CommandPaths",
+    "CpuLayout",
+    "CpuTopology",
     "Fact",
     "FactValues",
     "FiProviders",
@@ -39,6 +42,7 @@ __all__ = [
     "KernelModules",
     "MdArray",
     "MdStat",
+    "MemoryTotal",
     "MountEntry",
     "Mounts",
     "NvidiaSmi",
@@ -197,6 +201,69 @@ class BootId(Fact["str | None"]):
     def parse(self, stdout: str, rc: int) -> str | None:
         value = stdout.strip()
         return value if rc == 0 and value else None
+
+
+# --------------------------------------------------------------------------------------------
+# CPUs and memory (what a scheduler's node definition states)
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """The node's CPUs as ``lscpu`` counts them: Slurm's ``Sockets``, ``CoresPerSocket``, ``ThreadsPerCore``
+    and ``CPUs``. A count lscpu does not give (``Socket(s): -`` on some ARM servers) is None."""
+
+    sockets: int | None
+    cores_per_socket: int | None
+    threads_per_core: int | None
+    cpus: int
+    model: str | None = None
+    numa_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class CpuTopology(Fact["CpuLayout | None"]):
+    """``lscpu -J`` (plain ``lscpu`` where util-linux is older than its JSON output), under ``LC_ALL=C``
+    because lscpu translates its field names.
+
+    None when lscpu is not installed (rc 127), fails, or prints something that is not lscpu's output.
+    """
+
+    def command(self) -> list[str]:
+        return _sh("LC_ALL=C; export LC_ALL; lscpu -J 2>/dev/null || lscpu")
+
+    def parse(self, stdout: str, rc: int) -> CpuLayout | None:
+        if rc != 0 or not stdout.strip():
+            return None
+        try:
+            report = parse_lscpu_json(stdout) if stdout.lstrip().startswith("{") else parse_lscpu(stdout)
+        except ParseError:
+            return None
+        return CpuLayout(sockets=report.sockets, cores_per_socket=report.cores_per_socket,
+                         threads_per_core=report.threads_per_core, cpus=report.cpus, model=report.model,
+                         numa_nodes=report.numa_nodes)
+
+
+@dataclass(frozen=True)
+class MemoryTotal(Fact["int | None"]):
+    """MemTotal of ``/proc/meminfo`` in MiB (Slurm's ``RealMemory`` unit), rounded down: what the kernel
+    manages, a little below the installed memory. None when the file is missing or has no MemTotal.
+
+    ``path`` is the node's path under its filesystem root (``host.path("/proc/meminfo")``), as for
+    :class:`MdStat`.
+    """
+
+    path: str = "/proc/meminfo"
+
+    def command(self) -> list[str]:
+        return ["cat", self.path]
+
+    def parse(self, stdout: str, rc: int) -> int | None:
+        if rc != 0 or not stdout.strip():
+            return None
+        try:
+            return parse_meminfo(stdout).total_mib
+        except ParseError:
+            return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from .acceptance.localise import TOPOLOGY_LABELS
 from .acceptance.results import NodeAcceptance
 
 __all__ = [
-    "CpuLayout",
+    "NodeResources",
     "Gres",
     "NodeState",
     "SlurmNode",
@@ -51,7 +51,7 @@ _FAMILY = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,4}[A-Z]?|9\d{2}[A-Z]\d?)\b")
 
 
 @dataclass(frozen=True)
-class CpuLayout:
+class NodeResources:
     """What ``slurmd -C`` would print for the node: sockets x cores x threads, and memory in MiB."""
 
     sockets: int
@@ -82,7 +82,7 @@ class Gres:
 class SlurmNode:
     name: str
     address: str
-    cpu: CpuLayout
+    cpu: NodeResources
     gres: tuple[Gres, ...] = ()
     features: tuple[str, ...] = ()
     #: The leaf switch it hangs off (topology.conf); None when its labels say nothing.
@@ -107,7 +107,7 @@ def gres_type(product: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", token.lower()).strip("_") or "gpu"
 
 
-def node_from_acceptance(node: NodeAcceptance, cpu: CpuLayout, *, name: str | None = None,
+def node_from_acceptance(node: NodeAcceptance, cpu: NodeResources, *, name: str | None = None,
                          labels: Mapping[str, str] | None = None, extra_features: Iterable[str] = (),
                          port: int | None = None, device_dir: str = "/dev") -> SlurmNode:
     """The Slurm node of an accepted node: its GPUs (or NPUs) as the gate counted and named them, features from

@@ -78,6 +78,9 @@ NAME_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), k) f
     (r"nvme[_-]list", "nvme-list"),
     (r"nvidia-smi[-_ ]?(?:q\b|q-|query)|smi-q\b", "nvidia-smi-q"),
     (r"nvidia-smi", "nvidia-smi"),
+    (r"lscpu.*\.json$", "lscpu-json"),
+    (r"lscpu", "lscpu"),
+    (r"meminfo", "meminfo"),
 ))
 
 

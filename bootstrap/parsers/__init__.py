@@ -29,6 +29,9 @@ hccl-test               ``hccl_test`` (``all_reduce_test`` ...)
 mdstat                  ``/proc/mdstat``
 lsblk-json              ``lsblk --json``
 nvme-list               ``nvme list``
+lscpu-json              ``lscpu -J``
+lscpu                   ``lscpu``
+meminfo                 ``/proc/meminfo``
 ======================  ===============================================================
 """
 

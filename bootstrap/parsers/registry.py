@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .ascend import parse_hccl_test, parse_hccn_tool, parse_npu_smi, parse_npu_smi_detail
+from .cpu import parse_lscpu, parse_lscpu_json, parse_meminfo
 from .dcgm import parse_dcgm_diag
 from .efa import parse_fi_info
 from .errors import ParseError
@@ -50,6 +51,9 @@ _TABLE: dict[str, tuple[str, Parser]] = {
     "mdstat": ("/proc/mdstat", parse_mdstat),
     "lsblk-json": ("lsblk --json", parse_lsblk_json),
     "nvme-list": ("nvme list", parse_nvme_list),
+    "lscpu-json": ("lscpu -J", parse_lscpu_json),
+    "lscpu": ("lscpu", parse_lscpu),
+    "meminfo": ("/proc/meminfo", parse_meminfo),
 }
 
 #: kind -> the command whose output it parses (for messages and docs).

@@ -30,6 +30,9 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nvlink-status", re.compile(r"^GPU \d+: .*\n(?:\s+Link \d+: |NVML: )", re.M)),
     ("npu-smi-detail", re.compile(r"^\s*NPU ID\s+:\s*\d+", re.M)),
     ("hccn-tool", re.compile(r"^(?:ipaddr:|device \d+ PING |Netdev status:|link status:|net health status:)", re.M)),
+    ("lscpu-json", re.compile(r'^\s*\{\s*"lscpu"\s*:')),
+    ("lscpu", re.compile(r"^Architecture:[ \t]+\S+[ \t]*$(?:\n.*){0,8}\n[ \t]*CPU\(s\):[ \t]+\d+[ \t]*$", re.M)),
+    ("meminfo", re.compile(r"^MemTotal:[ \t]+\d+ kB[ \t]*$", re.M)),
 )
 
 

@@ -65,6 +65,11 @@ FIXTURE_KINDS: dict[str, str] = {
     "topo/8x-a800-sxm4-nv8-4nic-mlx5.txt": "nvidia-smi-topo",
     "topo/8x-h100-nv18-no-nic-legend-omitted.txt": "nvidia-smi-topo",
     "topo/pcie-2x-gtx1080ti-desktop-phb.txt": "nvidia-smi-topo",
+    "cpu/lscpu-json-flat-2vcpu-amd-epyc-kvm-util-linux-2.38.1.json": "lscpu-json",
+    "cpu/lscpu-json-hierarchic-2vcpu-amd-epyc-kvm-util-linux-2.38.1.json": "lscpu-json",
+    "cpu/lscpu-text-flat-2vcpu-amd-epyc-kvm-util-linux-2.38.1.txt": "lscpu",
+    "cpu/lscpu-text-hierarchic-2vcpu-amd-epyc-kvm-util-linux-2.38.1.txt": "lscpu",
+    "cpu/proc-meminfo-24gib-kvm-debian12.txt": "meminfo",
 }
 
 #: Documentation files in the fixtures folder that are not command output.

@@ -17,7 +17,7 @@ from metalfleet.bootstrap.acceptance.results import AcceptanceReport
 from metalfleet.bootstrap.inventory import Inventory
 from metalfleet.bootstrap.replay import ReplayFleet
 from metalfleet.bootstrap.slurm import (
-    CpuLayout,
+    NodeResources,
     drain_argv,
     gres_conf,
     gres_type,
@@ -32,7 +32,7 @@ from tests.acceptance._sim import IB
 
 OFFERING = "fake.8xh100"
 OPTIONS = AcceptanceOptions(nccl_args=("-b", "1G", "-e", "1G"), multi_node=False)
-DGX = CpuLayout(sockets=2, cores_per_socket=56, threads_per_core=2, memory_mib=2 * 1024 * 1024)
+DGX = NodeResources(sockets=2, cores_per_socket=56, threads_per_core=2, memory_mib=2 * 1024 * 1024)
 
 
 def _judged(configs: list[dict]) -> AcceptanceReport:  # type: ignore[type-arg]

@@ -85,7 +85,8 @@ GIB = 1 << 30
 
 #: Fixture profiles: config defaults (what the shims print) and the inventory traits of the host.
 #: ``fixtures`` name real captures the shims print as they are; ``gpu`` and ``fabric`` are the simulated
-#: hardware that generated outputs (nccl-tests, fi_info, --query-gpu) answer from.
+#: hardware that generated outputs (nccl-tests, fi_info, --query-gpu) answer from, ``cpu`` and ``memory_gib``
+#: what lscpu, nproc and proc/meminfo say (see mfshim).
 PROFILES: dict[str, dict[str, Any]] = {
     "p5": {
         "provider": "aws", "offering": "p5.48xlarge",
@@ -100,6 +101,11 @@ PROFILES: dict[str, dict[str, Any]] = {
             },
             # 32 EFA devices on 32 network cards of 100 Gb/s (fi_info and nccl-tests answer from this)
             "fabric": {"kind": "efa", "nics": 32, "nic_gbps": 100},
+            # 192 vCPUs = 96 cores at 2 threads per core, 2048 GiB: the catalogue's p5.48xlarge (providers/data/
+            # catalog.json, from DescribeInstanceTypes). 2 sockets of 48 and the model name (AMD EPYC 7R13) are
+            # not confirmed against AWS's instance type page, which was not in reach here.
+            "cpu": {"model": "AMD EPYC 7R13 Processor", "sockets": 2, "cores_per_socket": 48, "threads_per_core": 2},
+            "memory_gib": 2048,
         },
     },
     "p4d": {  # p4d / p4de: 8x A100 SXM4 on NVSwitch, 4 EFA cards, 8 NVMe (no A100 default-table capture)
@@ -113,6 +119,11 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "nvme-list": "storage/nvme-list-aws-m5d-ebs-plus-1x-instance-store-old-cli.txt",
             },
             "fabric": {"kind": "efa", "nics": 4, "nic_gbps": 100},
+            # 96 vCPUs = 48 cores at 2 threads per core, 1152 GiB: the catalogue's p4de.24xlarge (providers/data/
+            # catalog.json, from DescribeInstanceTypes). Default, not cited: 2 sockets of 24 and the model name.
+            "cpu": {"model": "Intel(R) Xeon(R) Platinum 8275CL CPU @ 3.00GHz", "sockets": 2, "cores_per_socket": 24,
+                    "threads_per_core": 2},
+            "memory_gib": 1152,
         },
     },
     "h100-ib": {
@@ -131,6 +142,13 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "topo": "topo/8x-h100-nv18-no-nic-legend-omitted.txt",
             },
             "fabric": {"kind": "infiniband", "nics": 8, "nic_gbps": 400},
+            # DGX H100: 2x "Intel(R) Xeon(R) Platinum 8480C", 56 cores each, "2 TB" (NVIDIA's MLPerf system
+            # description, mlcommons/inference_results_v4.1 closed/NVIDIA/systems/DGX-H100_H100-SXM-80GBx8_TRT.json
+            # @a2f5d66d: host_processors_per_node 2, host_processor_core_count 56, host_memory_capacity "2 TB").
+            # 2 threads per core (Hyper-Threading on) is an assumption: the description does not say.
+            "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C", "sockets": 2, "cores_per_socket": 56,
+                    "threads_per_core": 2},
+            "memory_gib": 2048,
         },
     },
     "h100-roce": {
@@ -143,6 +161,10 @@ PROFILES: dict[str, dict[str, Any]] = {
             "fixtures": {"nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
                          "ibstat": "infiniband/ibstat-h100-roce-8x-cx7-4x-cx6dx-all-eth.txt"},
             "fabric": {"kind": "roce", "nics": 8, "nic_gbps": 400},
+            # Default, not cited: an H100 HGX host like h100-ib's (no offering names this profile).
+            "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C", "sockets": 2, "cores_per_socket": 56,
+                    "threads_per_core": 2},
+            "memory_gib": 2048,
         },
     },
     "alibaba-h20": {
@@ -156,7 +178,13 @@ PROFILES: dict[str, dict[str, Any]] = {
                    "fixtures": {"nvidia-smi": "nvidia-smi/8x-h100-sxm-default-table-drv550.txt",
                                 "nvidia-smi-q": "nvidia-smi/8x-h100-sxm-nvidia-smi-q-drv535.161.txt",
                                 "topo": "topo/8x-h100-nv18-no-nic-legend-omitted.txt"},
-                   "fabric": {"kind": "erdma", "nics": 2, "nic_gbps": 85}},
+                   "fabric": {"kind": "erdma", "nics": 2, "nic_gbps": 85},
+                   # 192 vCPU, 1024 GiB, "the 4th-generation Intel Xeon Scalable processors": Alibaba's ebmgn8v
+                   # page as the catalogue cites it (providers/data/catalog.json). Default, not cited: 2 sockets of
+                   # 48 cores at 2 threads, and the model name (the page names the generation, not the part).
+                   "cpu": {"model": "Intel(R) Xeon(R) Platinum", "sockets": 2, "cores_per_socket": 48,
+                           "threads_per_core": 2},
+                   "memory_gib": 1024},
     },
     "ascend-910b": {
         "provider": "huawei", "offering": "physical.kat2e.48xlarge.8.313t",
@@ -164,12 +192,20 @@ PROFILES: dict[str, dict[str, Any]] = {
                    "nvme": {"count": 4, "size": 3576 * GIB, "model": "HWE52P433T8M002N", "root_model": "EVS"},
                    "fixtures": {"npu-smi": "ascend/npu-smi-info-8x-910b3-device-table.txt",
                                 "npu-smi-topo": "ascend/npu-smi-info-t-topo-8x-910b3-hccs.txt"},
-                   "fabric": {"kind": "roce", "nics": 8, "nic_gbps": 200}},
+                   "fabric": {"kind": "roce", "nics": 8, "nic_gbps": 200},
+                   # Default, not cited (the catalogue has no CPU or memory figures for this flavor): 4 Kunpeng
+                   # 920 sockets of 48 cores, no SMT, 1536 GiB.
+                   "cpu": {"model": "Kunpeng-920", "sockets": 4, "cores_per_socket": 48, "threads_per_core": 1},
+                   "memory_gib": 1536},
     },
     "plain": {
         "traits": {"vendor": "none", "gpu_count": 0, "fabric": "none"},
         "config": {"gpu": {"vendor": "none", "count": 0}, "nvme": {"count": 0}, "fixtures": {},
-                   "fabric": {"kind": "none"}},
+                   "fabric": {"kind": "none"},
+                   # Default, not cited: a small virtual machine.
+                   "cpu": {"model": "QEMU Virtual CPU version 2.5+", "sockets": 1, "cores_per_socket": 4,
+                           "threads_per_core": 1},
+                   "memory_gib": 16},
     },
 }
 

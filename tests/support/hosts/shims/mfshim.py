@@ -12,6 +12,8 @@ Per host (``$MF_ROOT``, the host's sandbox, which is also its filesystem root fo
   state.json    what a real install would leave: packages, modules, units, arrays, filesystems, mounts
   log/invocations.jsonl   one JSON line per shim call: {"t", "argv"}
   proc/mounts, proc/mdstat, proc/sys/kernel/random/boot_id   kept in step with state.json
+  proc/meminfo  MemTotal from config.json ``memory_gib`` (absent when it is null), rewritten with the views
+                above (a config change shows on the next state write: ``with host.edit_state(): pass``)
 
 Tools print real captured output from ``$MF_FIXTURES`` (the fleet's copy of metalfleet/testing/fixtures) where
 one exists for the call and the call does not depend on the arguments (nvidia-smi table and -q, ibstat,
@@ -73,6 +75,19 @@ The nccl-tests bandwidth model (``nccl_model``), and where each number comes fro
                         1792 GB/s), in-place 0.78 us (nothing to move); busbw 0 by definition.
 Rows wobble by +-0.6% (deterministic per host and size). None of these captures is an acceptance baseline's
 source (bootstrap/acceptance/baselines.json cites public documents; a test checks it).
+
+The CPUs (config.json ``cpu``: {"model", "sockets", "cores_per_socket", "threads_per_core"}, optional
+"numa_nodes" (default: one per socket), "vendor" and "arch" (default: from the model name)):
+  lscpu, lscpu -J       util-linux 2.37's summary as a pipe gets it (flat, not the terminal's hierarchy), its
+                        field names, order and alignment as in cpu/lscpu-*-util-linux-2.38.1.* (a real capture):
+                        Architecture, CPU op-mode(s), Byte Order, CPU(s), On-line CPU(s) list, Vendor ID, Model
+                        name, Thread(s) per core, Core(s) per socket, Socket(s), NUMA node(s), NUMA nodeN CPU(s),
+                        CPUs numbered as Linux does on x86 (the first thread of every core, then the siblings).
+                        Fields the simulation has no value for (family, stepping, flags, caches,
+                        vulnerabilities) are left out. ``cpu: null``: no CPU is described and lscpu answers as
+                        a missing tool does (rc 127)
+  nproc                 coreutils: the CPU count, OMP_NUM_THREADS / OMP_THREAD_LIMIT and --ignore honoured,
+                        --all the count itself
 
 Faults (config.json), each small:
   edits.<fixture key>   [[old, new], [old, new, count], ...]: text replacements (``str.replace``) on a capture,
@@ -195,11 +210,39 @@ def write_views(st: dict[str, Any], root: str, fs_root: str | None = None) -> No
     md.append("unused devices: <none>")
     _write(os.path.join(root, "proc", "mdstat"), "\n".join(md) + "\n")
     _write(os.path.join(root, "proc", "sys", "kernel", "random", "boot_id"), st["boot_id"] + "\n")
+    _write_meminfo(root)
     marker = _marker(fs_root or root)
     if st.get("reboot_required"):
         _write(marker, "*** System restart required ***\n")
     elif os.path.exists(marker):
         os.unlink(marker)
+
+
+def _write_meminfo(root: str) -> None:
+    """proc/meminfo from config.json ``memory_gib``; removed when there is none (the file then reads as missing)."""
+    path = os.path.join(root, "proc", "meminfo")
+    try:
+        gib = load_config(root).get("memory_gib")
+    except (OSError, ValueError):
+        return
+    if gib is None:
+        if os.path.exists(path):
+            os.unlink(path)
+        return
+    _write(path, meminfo_text(int(float(gib) * (1 << 20))))
+
+
+def meminfo_text(total_kib: int) -> str:
+    """An idle node's /proc/meminfo in the kernel's layout (fs/proc/meminfo.c: the name padded to 16 columns,
+    the number right-aligned in 8, then " kB"; HugePages counts without a unit), as
+    cpu/proc-meminfo-24gib-kvm-debian12.txt shows it. Nothing is in use and there is no swap (cloud images have
+    none); the kernel's own reservations are not simulated, so MemTotal is the installed memory."""
+    rows: list[tuple[str, int, bool]] = [
+        ("MemTotal", total_kib, True), ("MemFree", total_kib, True), ("MemAvailable", total_kib, True),
+        ("Buffers", 0, True), ("Cached", 0, True), ("SwapCached", 0, True), ("SwapTotal", 0, True),
+        ("SwapFree", 0, True), ("HugePages_Total", 0, False), ("HugePages_Free", 0, False),
+        ("HugePages_Rsvd", 0, False), ("HugePages_Surp", 0, False), ("Hugepagesize", 2048, True)]
+    return "".join(f"{name + ':':<16}{value:>8}{' kB' if kb else ''}\n" for name, value, kb in rows)
 
 
 def _write(path: str, text: str) -> None:
@@ -1717,6 +1760,110 @@ def cmd_make(args: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# CPUs
+
+LSCPU_VERSION = "2.37.2"  # Ubuntu 22.04's util-linux (the simulated hosts' /etc/os-release)
+
+
+def cpu_fields(cpu: dict[str, Any]) -> list[tuple[str, str]]:
+    """lscpu's summary fields (name with its colon, value) for the simulated CPUs, in lscpu's order."""
+    sockets, cores, threads = int(cpu["sockets"]), int(cpu["cores_per_socket"]), int(cpu["threads_per_core"])
+    model = str(cpu.get("model") or "")
+    low = model.lower()
+    vendor = cpu.get("vendor") or ("AuthenticAMD" if "amd" in low else "HiSilicon" if "kunpeng" in low
+                                   else "GenuineIntel" if "intel" in low else "")
+    arch = cpu.get("arch") or ("aarch64" if vendor in ("HiSilicon", "ARM") else "x86_64")
+    total_cores = sockets * cores
+    cpus = total_cores * threads
+    nodes = max(1, int(cpu.get("numa_nodes") or sockets))
+    fields = [("Architecture:", arch), ("CPU op-mode(s):", "64-bit" if arch == "aarch64" else "32-bit, 64-bit"),
+              ("Byte Order:", "Little Endian"), ("CPU(s):", str(cpus)),
+              ("On-line CPU(s) list:", f"0-{cpus - 1}" if cpus > 1 else "0")]
+    if vendor:
+        fields.append(("Vendor ID:", str(vendor)))
+    if model:
+        fields.append(("Model name:", model))
+    fields += [("Thread(s) per core:", str(threads)), ("Core(s) per socket:", str(cores)),
+               ("Socket(s):", str(sockets)), ("NUMA node(s):", str(nodes))]
+    per_node = max(1, total_cores // nodes)
+    for n in range(nodes):
+        first, last = n * per_node, (n + 1) * per_node - 1 if n < nodes - 1 else total_cores - 1
+        spans = [(first + t * total_cores, last + t * total_cores) for t in range(threads)]
+        fields.append((f"NUMA node{n} CPU(s):", ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)))
+    return fields
+
+
+def lscpu_text(fields: list[tuple[str, str]]) -> str:
+    """Flat text: every value one column right of the longest name (libsmartcols' layout)."""
+    width = max(len(name) for name, _v in fields)
+    return "".join(f"{name:<{width}} {value}\n" for name, value in fields)
+
+
+def lscpu_json(fields: list[tuple[str, str]]) -> str:
+    """``lscpu -J`` as libsmartcols prints it: 3-space indents, entries joined by "},{"."""
+    body = "},{\n".join(f'         "field": {json.dumps(name)},\n         "data": {json.dumps(value)}\n      '
+                        for name, value in fields)
+    return '{\n   "lscpu": [\n      {\n' + body + '}\n   ]\n}\n'
+
+
+#: lscpu's options other than the summary's (util-linux 2.37 ``lscpu --help``): real, but not simulated.
+_LSCPU_OTHER = {"-e", "--extended", "-p", "--parse", "-C", "--caches", "-a", "--all", "-b", "--online", "-c",
+                "--offline", "-s", "--sysroot", "-x", "--hex", "-y", "--physical", "-B", "--bytes", "--output-all"}
+
+
+def cmd_lscpu(args: list[str]) -> int:
+    cfg = load_config()
+    cpu = cfg.get("cpu")
+    if not cpu:
+        err("sh: 1: lscpu: not found")
+        return 127
+    as_json = False
+    for a in args:
+        if a in ("-J", "--json"):
+            as_json = True
+        elif a in ("-V", "--version"):
+            out(f"lscpu from util-linux {LSCPU_VERSION}\n")
+            return 0
+        elif a.split("=", 1)[0] in _LSCPU_OTHER or a[:2] in ("-e", "-p", "-C"):
+            err(f"mfshim: lscpu {a} is not simulated (the summary only: lscpu, lscpu -J)")
+            return 1
+        else:
+            bad = f"unrecognized option '{a}'" if a.startswith("--") else f"invalid option -- '{a.lstrip('-')[:1]}'"
+            err(f"lscpu: {bad}\nTry 'lscpu --help' for more information.")
+            return 1
+    fields = cpu_fields(cpu)
+    out(lscpu_json(fields) if as_json else lscpu_text(fields))
+    return 0
+
+
+def cmd_nproc(args: list[str]) -> int:
+    cpu = load_config().get("cpu")
+    if not cpu:
+        err("sh: 1: nproc: not found")
+        return 127
+    count = int(cpu["sockets"]) * int(cpu["cores_per_socket"]) * int(cpu["threads_per_core"])
+    ignore, everything, rest = 0, False, list(args)
+    while rest:
+        a = rest.pop(0)
+        if a == "--all":
+            everything = True
+        elif a == "--ignore" and rest:
+            ignore = int(rest.pop(0))
+        elif a.startswith("--ignore="):
+            ignore = int(a.split("=", 1)[1])
+        else:
+            err(f"nproc: unrecognized option '{a}'\nTry 'nproc --help' for more information.")
+            return 1
+    if not everything:
+        for var in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT"):
+            value = os.environ.get(var, "").split(",")[0].strip()
+            if value.isdigit() and int(value) > 0:
+                count = int(value) if var == "OMP_NUM_THREADS" else min(count, int(value))
+    out(f"{max(1, count - ignore)}\n")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # storage
 
 GIB = 1 << 30
@@ -2019,6 +2166,8 @@ HANDLERS = {
     "git": cmd_git,
     "make": cmd_make,
     "lsblk": cmd_lsblk,
+    "lscpu": cmd_lscpu,
+    "nproc": cmd_nproc,
     "nvme": cmd_nvme,
     "mdadm": cmd_mdadm,
     "mkfs.xfs": lambda a: cmd_mkfs(a, "xfs"),
