@@ -20,6 +20,7 @@ from metalfleet.providers.errors import InvalidSpecError
 
 from .acceptance.localise import TOPOLOGY_LABELS
 from .acceptance.results import NodeAcceptance
+from .facts import CpuLayout
 
 __all__ = [
     "NodeResources",
@@ -62,6 +63,19 @@ class NodeResources:
     @property
     def cpus(self) -> int:
         return self.sockets * self.cores_per_socket * self.threads_per_core
+
+    @classmethod
+    def from_facts(cls, layout: CpuLayout | None, memory_mib: int | None, node: str = "node") -> NodeResources:
+        """From the node's :class:`~.facts.CpuTopology` and :class:`~.facts.MemoryTotal` facts; a node whose
+        facts could not be read is refused (Slurm would drain it for resources it does not have)."""
+        if layout is None or memory_mib is None:
+            missing = " and ".join(w for w, v in (("lscpu", layout), ("/proc/meminfo", memory_mib)) if v is None)
+            raise InvalidSpecError(f"node {node}: its {missing} could not be read, so it has no Slurm definition",
+                                   field="scheduler", value=node)
+        threads = layout.threads_per_core or 1
+        sockets = layout.sockets or 1
+        cores = layout.cores_per_socket or max(layout.cpus // (sockets * threads), 1)
+        return cls(sockets, cores, threads, memory_mib)
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,12 @@ def test_the_task_prolog_hands_jobs_the_gates_nccl_settings(tmp_path) -> None:  
         ["export NCCL_IB_HCA==mlx5_0,mlx5_1", "export NCCL_SOCKET_IFNAME=^lo,docker", "export FI_PROVIDER=efa"])
     env.unlink()
     assert subprocess.run(["sh", str(prolog)], capture_output=True, text=True).stdout == ""  # no file: nothing
+
+
+def test_resources_come_from_the_nodes_cpu_and_memory_facts() -> None:
+    from metalfleet.bootstrap.facts import CpuLayout
+
+    dgx = CpuLayout(sockets=2, cores_per_socket=56, threads_per_core=2, cpus=224, model="Xeon 8480C", numa_nodes=2)
+    assert NodeResources.from_facts(dgx, 2 * 1024 * 1024) == DGX
+    with pytest.raises(InvalidSpecError, match=r"node gpu-3: its lscpu could not be read"):
+        NodeResources.from_facts(None, 1024, "gpu-3")
