@@ -23,8 +23,8 @@ from .acceptance.results import NodeAcceptance
 from .facts import CpuLayout
 
 __all__ = [
-    "NodeResources",
     "Gres",
+    "NodeResources",
     "NodeState",
     "SlurmNode",
     "drain_argv",
