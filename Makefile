@@ -7,7 +7,7 @@ PULUMI_VERSION := $(shell sed -n 's/.*"pulumi==\([0-9.]*\)".*/\1/p' pyproject.to
 ENGINE_DIR = $(shell tools/build-pulumi-engine.sh $(PULUMI_VERSION))
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all venv engine clients sshd bmc-tools lint typecheck wheel-check unit test demo clean
+.PHONY: all venv engine clients sshd bmc-tools slurm lint typecheck wheel-check unit test demo clean
 
 all: test
 
@@ -32,6 +32,10 @@ clients: venv
 sshd:
 	@tests/support/hosts/ensure-sshd.sh
 
+# Debian's slurmctld, slurmd, slurm-client and munge: the real Slurm clusters of the scheduler tests (tests/slurm).
+slurm:
+	@tests/support/ensure-slurm.sh
+
 # ipmi_sim (Debian openipmi) and ipmitool: the simulated IPMI BMCs of the pool tests (tests/ipmi, the contract suite).
 bmc-tools:
 	@tests/support/ensure-bmc-tools.sh
@@ -47,7 +51,7 @@ wheel-check: venv
 unit: venv
 	$(VENV)/bin/pytest -q -n $(JOBS) -m "not e2e"
 
-test: venv engine clients sshd bmc-tools lint wheel-check
+test: venv engine clients sshd bmc-tools slurm lint wheel-check
 	$(VENV)/bin/pytest -q -n $(JOBS) --dist loadgroup
 
 # make demo PROVIDER=alibaba|huawei|ipmi: the same flow on the local Alibaba ECS / Huawei BMS emulator or a simulated

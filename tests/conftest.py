@@ -48,7 +48,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 #: Fixture values that show a test used a real part even when a wider-scoped fixture started it earlier.
-_PART_TYPES = {"HostFleet": "sim host", "SimHost": "sim host", "VmHost": "sim host", "SimFleet": "sim host"}
+_PART_TYPES = {"HostFleet": "sim host", "SimHost": "sim host", "VmHost": "sim host", "SimFleet": "sim host",
+               "SlurmCluster": "sim host"}
 
 
 def part_area(value: object) -> str | None:

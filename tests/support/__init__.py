@@ -8,6 +8,9 @@
 * :mod:`metalfleet.testing.hosts`: simulated GPU hosts - a real sshd per host on a 127.x address whose
   system tools answer from the host's simulated hardware and real captured outputs
   (``metalfleet/testing/fixtures``, provenance in its SOURCES.md). Needs root (sshd, namespaces).
+* :mod:`metalfleet.testing.slurm`: a real Slurm cluster on this machine (Debian's munged, slurmctld and one
+  slurmd per node on 127.x addresses), from the config texts metalfleet writes. Needs root and the packages
+  ``tests/support/ensure-slurm.sh`` installs.
 * :mod:`metalfleet.testing.usage`: which of these a process started (the test suite counts tests per area).
 
 Install with ``pip install 'metalfleet[testing]'``. Lives in the repository's ``tests/support/`` folder.
