@@ -341,21 +341,28 @@ def localise(
     suspects = [h for r in failing for h in r.job.hosts]
     blamed: list[str] = []
     if failing:
-        if len(good) < len(suspects):
+        if not good or (len(pair_runs) >= 4 and 2 * len(failing) > len(pair_runs)):
             loc.unresolved.append(f"{len(failing)} of {len(pair_runs)} pair runs failed, too few good nodes "
                                   f"({len(good)}) to re-pair {len(suspects)} suspects: a fabric-wide problem?")
             return loc
-        partner = dict(zip(suspects, good, strict=False))
-        jobs = [Job((s, partner[s])) for s in suspects]
-        rails = {s: nics[s] for s in suspects if nics.get(s)}
-        re = run_round("re-pair", f"{len(suspects)} suspect(s) of {len(failing)} failing pair(s), each with a "
-                       f"different known-good node" + (", then one run per fabric interface" if rails else ""),
-                       jobs, rails)
-        full = {r.job.hosts[0]: r for r in re.runs if r.job.nic is None}
+        # Each suspect with a known-good node; more suspects than good nodes (a small cluster) take more rounds.
+        partner: dict[str, str] = {}
+        full: dict[str, Run] = {}
         per_nic: dict[str, list[Run]] = {}
-        for r in re.runs:
-            if r.job.nic is not None:
-                per_nic.setdefault(r.job.hosts[0], []).append(r)
+        at_round: dict[str, int] = {}
+        for start in range(0, len(suspects), len(good)):
+            batch = suspects[start:start + len(good)]
+            partner.update(zip(batch, good, strict=False))
+            rails = {s: nics[s] for s in batch if nics.get(s)}
+            re = run_round("re-pair", f"{len(batch)} suspect(s) of {len(failing)} failing pair(s), each with a "
+                           f"different known-good node" + (", then one run per fabric interface" if rails else ""),
+                           [Job((s, partner[s])) for s in batch], rails)
+            for r in re.runs:
+                if r.job.nic is None:
+                    full[r.job.hosts[0]] = r
+                else:
+                    per_nic.setdefault(r.job.hosts[0], []).append(r)
+            at_round.update(dict.fromkeys(batch, re.number))
         for bad in failing:
             members = bad.job.hosts
             for s in members:
@@ -365,7 +372,7 @@ def localise(
                 if again.passed and not slow:
                     continue
                 ev = [f"with {'+'.join(m for m in members if m != s)} (round {pair_round}): {bad.figure()}",
-                      f"with {partner[s]} (round {re.number}): {again.figure()}"]
+                      f"with {partner[s]} (round {at_round[s]}): {again.figure()}"]
                 flaky = again.intermittent or any(r.intermittent for r in slow)
                 if slow and fine:
                     ev.append("per interface with " + partner[s] + ": " + ", ".join(

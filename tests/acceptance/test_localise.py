@@ -169,6 +169,15 @@ def test_a_fault_that_hides_from_the_pairs_is_reported_intermittent_in_its_group
     assert [r.kind for r in loc.rounds] == ["cluster", "pairs", "bisect", "bisect"]
 
 
+def test_a_small_cluster_re_pairs_its_suspects_over_more_rounds() -> None:
+    f = Fabric(5)  # pairs (0,1) and the triple (2,3,4): three suspects, two good nodes
+    culprit = f.hosts[3]
+    f.slow_node(culprit, 0.5)
+    loc = f.localise()
+    assert loc.blamed == [culprit] and loc.explained
+    assert [r.kind for r in loc.rounds] == ["cluster", "pairs", "re-pair", "re-pair", "confirm"]
+
+
 def test_too_many_failures_is_fabric_wide_not_a_blame() -> None:
     f = Fabric(16)
     for h in f.hosts[:10]:
