@@ -123,17 +123,23 @@ def gres_type(product: str) -> str:
 
 def node_from_acceptance(node: NodeAcceptance, cpu: NodeResources, *, name: str | None = None,
                          labels: Mapping[str, str] | None = None, extra_features: Iterable[str] = (),
-                         port: int | None = None, device_dir: str = "/dev") -> SlurmNode:
+                         port: int | None = None, device_dir: str = "/dev", keep: bool = False) -> SlurmNode:
     """The Slurm node of an accepted node: its GPUs (or NPUs) as the gate counted and named them, features from
     its offering, fabric and provider, the switch from its labels. Raises InvalidSpecError for a node that did
-    not pass (it must not join) or whose evidence names no accelerator."""
-    if not node.passed:
+    not pass (it must not join) or whose evidence names no accelerator.
+
+    ``keep``: a node that failed but that Slurm already has (it is drained, not dropped): its definition is what
+    its offering's baseline says it has, so the line stays as it was and Slurm needs no restart."""
+    if not node.passed and not keep:
         raise InvalidSpecError(f"node {node.host} did not pass acceptance ({node.reason}); it does not join Slurm",
                                field="scheduler", value=node.host)
     count_check = node.verdict.check("gpu-count")
     model_check = node.verdict.check("gpu-model")
     count = count_check.measured if count_check is not None else None
     names = model_check.measured if model_check is not None else None
+    if not node.passed and node.baseline is not None:
+        count = node.baseline.gpu.count
+        names = [node.baseline.gpu.model] if node.baseline.gpu.model else names
     if not isinstance(count, int) or count < 1:
         raise InvalidSpecError(f"node {node.host}: the gate counted no accelerators, so it has no Gres to offer",
                                field="gpu-count", value=count)

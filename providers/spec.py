@@ -372,6 +372,10 @@ class JoinSpec(_Strict):
         return self
 
 
+_SLURM_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]{1,63}$")
+_OWN_SLURM_KEYS = {"nodename", "partitionname", "slurmctldhost", "controlmachine", "clustername", "include"}
+
+
 class SchedulerSpec(_Strict):
     """The Slurm partition the accepted nodes go into (issue 24): joined to a controller that exists, or with a
     controller metalfleet stands up.
@@ -391,6 +395,22 @@ class SchedulerSpec(_Strict):
     features: list[str] = Field(default_factory=list)
     #: None: no health check program.
     health_check: HealthCheckSpec | None = None
+    #: slurm.conf keys laid over metalfleet's own (``ProctrackType: proctrack/linuxproc`` where the nodes have no
+    #: writable cgroup filesystem). The nodes, the partition and the controller are metalfleet's to write.
+    settings: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("settings")
+    @classmethod
+    def _slurm_settings(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not _SLURM_KEY.match(key):
+                raise _bad(f".{key}", key, "a slurm.conf key is letters and digits (ProctrackType)")
+            if key.lower() in _OWN_SLURM_KEYS:
+                raise _bad(f".{key}", key, f"{key} is written by metalfleet from the accepted nodes and the "
+                           "controller; it cannot be set here")
+            if "\n" in value or "\r" in value or "#" in value:
+                raise _bad(f".{key}", value, "a slurm.conf value is one line without '#'")
+        return v
 
     @field_validator("kind")
     @classmethod

@@ -207,6 +207,7 @@ class VmHost(SimHost):
             ("/etc/os-release", UBUNTU_2204, 0o644, False),
             ("/etc/fstab", "LABEL=cloudimg-rootfs\t/\t ext4\tdiscard,errors=remount-ro\t0 1\n", 0o644, False),
             ("/etc/hostname", f"{self.name}\n", 0o644, False),
+            ("/etc/mf-sim-root", f"{self.root}\n", 0o644, False),  # its sandbox, for the shims (mfshim.ROOT)
             ("/etc/modules", "# /etc/modules: kernel modules to load at boot time.\n", 0o644, False),
             ("/etc/hosts", f"127.0.0.1 localhost\n{self.address} {self.name}\n", 0o644, False),
             ("/etc/machine-id", uuid.uuid4().hex + "\n", 0o444, False),
@@ -222,7 +223,9 @@ class VmHost(SimHost):
             "address": self.address, "port": self.port,
             "proc_views": str(self.root / "proc"),
             "binds": [[str(self.root), False], [str(self.fleet.bin_dir), True],
-                      [str(self.fleet.fixtures_dir), True]],
+                      [str(self.fleet.fixtures_dir), True],
+                      # read-only: slurmd (22.05) will not start without a cgroup filesystem to look at
+                      *([["/sys/fs/cgroup", True]] if os.path.isdir("/sys/fs/cgroup") else [])],
             # what an Ubuntu cloud image has and this machine may not (the plain harness makes these too)
             "dirs": [f"/home/{u}" for u in self.users] + ["/etc/ssh", "/etc/mdadm", "/etc/modules-load.d", "/opt"],
             "files": files, "sshd": self.fleet.sshd, "sshd_log": str(self.sshd_dir / "sshd.log"),

@@ -134,6 +134,11 @@ ROOT = os.environ.get("MF_ROOT", "")
 #: holds the state and whose /proc is the sandbox's proc/ views.
 FS = os.environ.get("MF_FS_ROOT", "")
 FIXTURES = os.environ.get("MF_FIXTURES", "")
+if FS == "/" and os.path.exists("/etc/mf-sim-root"):
+    # A VM-mode host knows its own sandbox: a Slurm job's tasks carry the environment of wherever it was
+    # submitted (srun --export=ALL), another host's MF_ROOT included.
+    with open("/etc/mf-sim-root") as _fh:
+        ROOT = _fh.read().strip() or ROOT
 
 # --------------------------------------------------------------------------------------------
 # state
@@ -297,7 +302,67 @@ PACKAGE_UNITS = {
     "nvidia-fabricmanager": ["nvidia-fabricmanager"],
     "nvidia-fabric-manager": ["nvidia-fabricmanager"],
     "doca-ofed": ["openibd"],
+    "munge": ["munge"],
+    "slurmd": ["slurmd"],
+    "slurmctld": ["slurmctld"],
 }
+#: Units whose daemon is real: on a VM-mode host (its own "/", MF_FS_ROOT=/) starting the unit starts the
+#: Debian binary as its systemd unit would (Type=forking: the daemon forks and writes its pid file), so the
+#: Slurm the steps set up really runs. munged runs as the host's root (``--force``), where Debian's unit runs it
+#: as User=munge; elsewhere (a sandbox host) the unit is state only, as for every other unit.
+REAL_DAEMONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "munge": (("/usr/sbin/munged", "--force"), "/run/munge/munged.pid"),
+    "slurmd": (("/usr/sbin/slurmd",), "/run/slurmd.pid"),
+    "slurmctld": (("/usr/sbin/slurmctld",), "/run/slurmctld.pid"),
+}
+
+
+def _real(unit: str) -> bool:
+    return unit in REAL_DAEMONS and FS == "/" and os.path.exists(REAL_DAEMONS[unit][0][0])
+
+
+def _daemon_pid(unit: str) -> int | None:
+    try:
+        with open(REAL_DAEMONS[unit][1]) as fh:
+            pid = int(fh.read().split()[0])
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _daemon_stop(unit: str) -> None:
+    import signal
+
+    pid = _daemon_pid(unit)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if _daemon_pid(unit) is None:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _daemon_start(unit: str) -> str | None:
+    """Start the unit's daemon (it forks); None once its pid file names a live process, else why not."""
+    import subprocess
+
+    if _daemon_pid(unit) is not None:
+        return None
+    argv, pidfile = REAL_DAEMONS[unit]
+    os.makedirs(os.path.dirname(pidfile), exist_ok=True)
+    if unit == "munge":
+        for d in ("/run/munge", "/var/lib/munge", "/var/log/munge"):
+            os.makedirs(d, exist_ok=True)
+        os.chmod("/run/munge", 0o755)
+    res = subprocess.run(list(argv), capture_output=True, text=True)
+    for _ in range(100):
+        if _daemon_pid(unit) is not None:
+            return None
+        time.sleep(0.05)
+    return (res.stderr or res.stdout).strip()[-400:] or f"{argv[0]} exited {res.returncode}"
 NEEDS_REBOOT = ("nvidia-driver", "doca-ofed")
 
 
@@ -414,7 +479,26 @@ def cmd_modprobe(args: list[str]) -> int:
                 return 1
             if n not in st["modules"]:
                 st["modules"].append(n)
+    if "nvidia" in names:
+        gpu_devices(load_config())
     return 0
+
+
+def gpu_devices(cfg: dict[str, Any]) -> None:
+    """On a VM-mode host (its own /dev), the device files the loaded nvidia module gives: /dev/nvidiactl and
+    one /dev/nvidiaN per simulated GPU (regular files: the host cannot make device nodes; Slurm's gres.conf
+    File= accepts them with a warning). Nothing elsewhere."""
+    if FS != "/" or not os.path.isdir("/dev"):
+        return
+    gpu = cfg.get("gpu") or {}
+    count = int(gpu.get("count") or 0) if gpu.get("vendor", "nvidia") == "nvidia" else 0
+    for name in ["nvidiactl", *(f"nvidia{i}" for i in range(count))]:
+        path = os.path.join("/dev", name)
+        if not os.path.exists(path):
+            try:
+                open(path, "a").close()
+            except OSError:
+                return
 
 
 def cmd_lsmod(args: list[str]) -> int:
@@ -446,7 +530,7 @@ def cmd_systemctl(args: list[str]) -> int:
             else:
                 blocks.append(f"Id={u}.service\nLoadState=loaded\n"
                               f"UnitFileState={'enabled' if s['enabled'] else 'disabled'}\n"
-                              f"ActiveState={'active' if s['active'] else 'inactive'}\n")
+                              f"ActiveState={'active' if _active(u, s) else 'inactive'}\n")
         out("\n".join(blocks))
         return 0
     if verb in ("enable", "start", "restart"):
@@ -464,7 +548,25 @@ def cmd_systemctl(args: list[str]) -> int:
                     if _unit_needs_driver(u) and "nvidia" not in st["modules"]:
                         err(f"Job for {u}.service failed because the control process exited with error code.")
                         return 1
+                    if _real(u):
+                        if verb == "restart":
+                            _daemon_stop(u)
+                        why = _daemon_start(u)
+                        if why is not None:
+                            s["active"] = False
+                            err(f"Job for {u}.service failed because the control process exited with error code."
+                                f"\n{why}")
+                            return 1
                     s["active"] = True
+        return 0
+    if verb == "stop":
+        with state() as st:
+            for u in units:
+                s = st["units"].get(u)
+                if s is not None:
+                    if _real(u):
+                        _daemon_stop(u)
+                    s["active"] = False
         return 0
     if verb in ("is-active", "is-enabled"):
         st = read_state()
@@ -472,11 +574,16 @@ def cmd_systemctl(args: list[str]) -> int:
         for u in units:
             s = st["units"].get(u)
             key = "active" if verb == "is-active" else "enabled"
-            ok = bool(s and s[key])
+            ok = bool(s and (_active(u, s) if key == "active" else s[key]))
             out(("active" if ok else "inactive") if key == "active" else ("enabled" if ok else "disabled") + "\n")
             rc = rc or (0 if ok else 3)
         return rc
     return 0
+
+
+def _active(unit: str, s: dict[str, Any]) -> bool:
+    """A real daemon's unit is active while its process lives (it may have died since it started)."""
+    return bool(s["active"]) and (not _real(unit) or _daemon_pid(unit) is not None)
 
 
 def cmd_reboot(args: list[str]) -> int:
@@ -2121,6 +2228,15 @@ def boot(root: str, fs_root: str | None = None) -> None:
             os.unlink(os.path.join(root, "run", name))
         except OSError:
             pass
+    if "nvidia" in read_state(root)["modules"]:
+        gpu_devices(load_config(root))
+    # enabled units with a real daemon come up with the host, munge first (slurmd authenticates through it)
+    started = {u: _daemon_start(u) is None for u in sorted(REAL_DAEMONS, key=("munge", "slurmctld", "slurmd").index)
+               if _real(u) and (read_state(root)["units"].get(u) or {}).get("enabled")}
+    if started:
+        with state(root, FS) as st:
+            for u, up in started.items():
+                st["units"][u]["active"] = up
 
 
 # --------------------------------------------------------------------------------------------

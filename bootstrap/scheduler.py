@@ -1,0 +1,308 @@
+"""Accepted nodes into a Slurm partition: their facts, the configs, the daemons, and the gate's verdicts in Slurm.
+
+::
+
+    from metalfleet.bootstrap.scheduler import SlurmSetup, join_slurm
+
+    setup = SlurmSetup(cluster="train", partition="gpu", controller=controller_host, munge_key=key)
+    outcome = join_slurm(inventory, acceptance_report, setup)
+    print(outcome.summary())            # the partition, its nodes, and what was drained or resumed
+
+1. Each accepted node's CPU layout and memory are read (:class:`~.facts.CpuTopology`, :class:`~.facts.MemoryTotal`)
+   and its Slurm definition made from them and the gate's evidence (:func:`.slurm.node_from_acceptance`).
+   A node the gate refused gets no definition: it never joins.
+2. slurm.conf (the head below, the nodes, the partition), gres.conf, topology.conf and the TaskProlog are
+   written to every node and the controller by the fact-gated steps of :mod:`.steps.slurm` (munge, slurmd,
+   slurmctld): a second run with the same nodes uploads nothing and restarts nothing.
+3. The controller is asked for its nodes, and :func:`.slurm.plan_sync` makes Slurm agree with the gate: a
+   quarantined node that is still defined is drained with the gate's reason, a node metalfleet drained and the
+   gate now accepts is resumed. :func:`leave_slurm` takes nodes out before their machines are released.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from metalfleet.providers.errors import MetalfleetError
+
+from .acceptance.results import AcceptanceReport, NodeAcceptance
+from .connector import Connect, SshOptions
+from .facts import CpuTopology, Fact, FactValues, MemoryTotal
+from .inventory import Host, Inventory
+from .profiles import Profile
+from .progress import ProgressCallback
+from .report import Report
+from .script import Script, parse_fact_output
+from .sessions import FanOut, SessionPool
+from .slurm import (
+    NodeResources,
+    NodeState,
+    SlurmNode,
+    gres_conf,
+    node_from_acceptance,
+    node_lines,
+    parse_nodes,
+    partition_line,
+    plan_sync,
+    task_prolog,
+    topology_conf,
+)
+from .steps.slurm import Munge, SlurmController, SlurmNodeDaemon
+
+__all__ = ["SlurmOutcome", "SlurmSetup", "join_slurm", "leave_slurm", "slurm_conf", "slurm_profile"]
+
+SLURM_CONF = "/etc/slurm/slurm.conf"
+GRES_CONF = "/etc/slurm/gres.conf"
+TOPOLOGY_CONF = "/etc/slurm/topology.conf"
+PROLOG = "/etc/slurm/task_prolog.sh"
+
+#: The slurm.conf head metalfleet writes, each line with why; ``SlurmSetup.settings`` overrides a key.
+HEAD: tuple[tuple[str, str, str], ...] = (
+    ("AuthType", "auth/munge", "every message signed with the cluster's munge key"),
+    ("CredType", "cred/munge", ""),
+    ("SlurmUser", "root", ""),
+    ("SlurmctldPort", "6817", "Slurm's registered ports"),
+    ("SlurmdPort", "6818", ""),
+    ("StateSaveLocation", "/var/spool/slurmctld", "drains and their reasons survive a controller restart"),
+    ("SlurmdSpoolDir", "/var/spool/slurmd", ""),
+    ("SlurmctldPidFile", "/run/slurmctld.pid", ""),
+    ("SlurmdPidFile", "/run/slurmd.pid", ""),
+    ("SlurmctldLogFile", "/var/log/slurmctld.log", ""),
+    ("SlurmdLogFile", "/var/log/slurmd.log", ""),
+    ("ProctrackType", "proctrack/cgroup", "a job's processes tracked and ended with it"),
+    ("TaskPlugin", "task/affinity,task/cgroup", "tasks bound to their cores and GPUs (cgroup.conf ConstrainDevices)"),
+    ("SelectType", "select/cons_tres", "GPUs allocated as trackable resources (--gres, --gpus)"),
+    ("SelectTypeParameters", "CR_Core_Memory", ""),
+    ("GresTypes", "gpu,npu", "the accelerators of gres.conf"),
+    ("TopologyPlugin", "topology/tree", "jobs placed under as few leaf switches as they fit (topology.conf)"),
+    ("TaskProlog", PROLOG, "every task gets the NCCL settings the acceptance gate ran with"),
+    ("ReturnToService", "2", "a node that answers again after going down comes back; a drained one does not"),
+    ("MpiDefault", "none", ""),
+    ("SchedulerType", "sched/backfill", ""),
+)
+
+
+@dataclass(frozen=True)
+class SlurmSetup:
+    """Where the partition lives and what it is called; ``settings`` are slurm.conf keys laid over :data:`HEAD`."""
+
+    cluster: str
+    partition: str
+    #: The host that runs slurmctld (one of the nodes, or a host of its own).
+    controller: Host
+    munge_key: bytes
+    settings: Mapping[str, str] = field(default_factory=dict)
+    features: Sequence[str] = ()
+    #: Node name -> slurmd port, where nodes share an address (simulated hosts); default SlurmdPort.
+    ports: Mapping[str, int] = field(default_factory=dict)
+    #: Where the nodes' accelerator device files are (gres.conf File=).
+    device_dir: str = "/dev"
+
+
+@dataclass
+class SlurmOutcome:
+    partition: str
+    nodes: list[SlurmNode] = field(default_factory=list)
+    #: Hosts the gate refused: defined nowhere (or drained when they were defined before).
+    left_out: dict[str, str] = field(default_factory=dict)
+    bootstrap: Report | None = None
+    #: The scontrol calls made to follow the gate.
+    calls: list[list[str]] = field(default_factory=list)
+    states: dict[str, NodeState] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and (self.bootstrap is None or not self.bootstrap.failed)
+
+    def summary(self) -> str:
+        lines = [f"slurm: partition {self.partition}: {len(self.nodes)} node(s)"
+                 + (f", {len(self.left_out)} left out by the gate" if self.left_out else "")]
+        for n in self.nodes:
+            st = self.states.get(n.name)
+            lines.append(f"  {n.name}: {'+'.join(sorted(st.flags)) if st else '?'} "
+                         f"Gres={','.join(g.spec() for g in n.gres)} Feature={','.join(n.features)}")
+        lines += [f"  {name}: not in the partition ({why})" for name, why in self.left_out.items()]
+        lines += [f"  scontrol: {' '.join(c[2:])}" for c in self.calls]
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+def slurm_conf(setup: SlurmSetup, nodes: Sequence[SlurmNode]) -> str:
+    """The whole slurm.conf: the head (with why), the nodes, the partition."""
+    head = {k: (v, why) for k, v, why in HEAD}
+    for k, v in setup.settings.items():
+        head[k] = (v, "set in the cluster spec")
+    c = setup.controller
+    lines = [f"# Written by metalfleet for cluster {setup.cluster}: the nodes the acceptance gate accepted.",
+             f"ClusterName={setup.cluster}", f"SlurmctldHost={c.name}({c.address})"]
+    for key, (value, why) in head.items():
+        if why:
+            lines.append(f"# {why}")
+        lines.append(f"{key}={value}")
+    if not any(n.switch for n in nodes):
+        lines = [ln for ln in lines if not ln.startswith("TopologyPlugin=")]
+    return "\n".join(lines) + "\n" + node_lines(nodes) + partition_line(setup.partition, nodes)
+
+
+def slurm_profile(setup: SlurmSetup, nodes: Sequence[SlurmNode]) -> Profile:
+    """The munge, slurmd and slurmctld steps with this partition's files."""
+    files = {SLURM_CONF: slurm_conf(setup, nodes), GRES_CONF: gres_conf(nodes), PROLOG: task_prolog()}
+    topo = topology_conf(nodes)
+    if topo:
+        files[TOPOLOGY_CONF] = topo
+    key = base64.b64encode(setup.munge_key).decode()
+    return Profile("slurm", (Munge, SlurmController, SlurmNodeDaemon), {
+        "munge": {"munge_key_b64": key},
+        "slurmd": {"files": files},
+        "slurmctld": {"controller": setup.controller.name, "files": files},
+    }, "munge, slurmd and (on the controller) slurmctld with the partition's configs")
+
+
+def _read_facts(pool: SessionPool, host: Host, facts: Sequence[Fact[Any]]) -> FactValues:
+    conn = pool.connector(host)
+    try:
+        conn.connect()
+        script = Script.facts([f.command() for f in facts])
+        res = conn.run_script(script, timeout=60, retry_on_drop=True)
+        parsed = parse_fact_output(res.text, script.token, len(facts))
+        return FactValues({f: f.parse(out, rc) for f, (out, rc) in zip(facts, parsed, strict=True)})
+    finally:
+        conn.close()
+
+
+def _scontrol(pool: SessionPool, controller: Host, argv: Sequence[str]) -> str:
+    conn = pool.connector(controller)
+    try:
+        conn.connect()
+        res = conn.run(list(argv), timeout=60)
+    finally:
+        conn.close()
+    if res.rc != 0:
+        raise MetalfleetError(f"{' '.join(argv[:2])} on {controller.name} exited {res.rc}: "
+                              f"{(res.stderr or res.stdout).decode(errors='replace').strip()[-300:]}")
+    return res.stdout.decode(errors="replace")
+
+
+def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport, setup: SlurmSetup, *,
+               quarantined: Mapping[str, str] | None = None, ssh: SshOptions | None = None,
+               connect: Connect | None = None, progress: ProgressCallback | None = None,
+               wait_seconds: float = 60.0) -> SlurmOutcome:
+    """Make the partition hold exactly the nodes ``report`` accepted; drain the ``quarantined`` ones (host name ->
+    reason, e.g. from an earlier round) that Slurm still knows. Never raises for a node's failure (see
+    ``errors``); raises InvalidSpecError for a node whose definition cannot be made, before any daemon changes."""
+    if isinstance(inventory, Inventory):
+        hosts = list(inventory.hosts)
+        ssh = ssh or inventory.ssh
+    else:
+        hosts = list(inventory)
+    by_name = {h.name: h for h in hosts}
+    outcome = SlurmOutcome(setup.partition)
+    accepted = [n for n in report.nodes if n.passed and n.host in by_name]
+    if not accepted:
+        outcome.errors.append("no node passed acceptance: the partition would be empty")
+        return outcome
+    facts: tuple[Fact[Any], ...] = (CpuTopology(), )
+    with SessionPool(ssh, connect) as pool:
+        try:  # what Slurm has now (nothing on a first run: no controller yet)
+            known = parse_nodes(_scontrol(pool, setup.controller, ["scontrol", "show", "nodes", "--oneliner"]))
+        except MetalfleetError:
+            known = {}
+        # A node the gate refuses now but Slurm has stays defined, to be drained with the gate's reason.
+        kept = [n for n in report.nodes if not n.passed and n.host in by_name and n.host in known]
+        outcome.left_out = {n.host: n.reason for n in report.nodes if not n.passed and n not in kept}
+        members = [*accepted, *kept]
+
+        def read(n: NodeAcceptance) -> FactValues | str:
+            h = by_name[n.host]
+            try:
+                return _read_facts(pool, h, (*facts, MemoryTotal(h.path("/proc/meminfo"))))
+            except MetalfleetError as exc:
+                return str(exc.message)
+
+        fan: FanOut[NodeAcceptance, FactValues | str] = FanOut(members, max_workers=32,
+                                                               thread_name_prefix="mf-slurm")
+        values = fan.run(read)
+        unread = {n.host: v for n, v in zip(members, values, strict=True) if isinstance(v, str)}
+        if any(n.host in unread for n in accepted):
+            outcome.errors += [f"{h}: its facts could not be read: {why}" for h, why in unread.items()]
+            return outcome
+        for n in kept:  # unreachable as well as refused: it cannot even be drained in place
+            if n.host in unread:
+                outcome.left_out[n.host] = f"{n.reason}; its facts could not be read: {unread[n.host]}"
+        kept = [n for n in kept if n.host not in unread]
+        members = [*accepted, *kept]
+        for n, fv in zip(members, [v for v in values if not isinstance(v, str)], strict=True):
+            h = by_name[n.host]
+            res = NodeResources.from_facts(fv[CpuTopology()], fv[MemoryTotal(h.path("/proc/meminfo"))], n.host)
+            outcome.nodes.append(node_from_acceptance(n, res, labels=h.labels, extra_features=setup.features,
+                                                      port=setup.ports.get(n.host), device_dir=setup.device_dir,
+                                                      keep=not n.passed))
+        quarantined = {**{n.host: n.reason for n in kept}, **dict(quarantined or {})}
+        from .api import run_bootstrap
+
+        targets = [by_name[n.host] for n in members]
+        if setup.controller.name not in {h.name for h in targets}:
+            targets.insert(0, setup.controller)
+        outcome.bootstrap = run_bootstrap(targets, slurm_profile(setup, outcome.nodes), ssh=ssh, progress=progress,
+                                          options=_options(connect))
+        if outcome.bootstrap.failed:
+            outcome.errors += [f"{r.host}: {r.error or r.status}" for r in outcome.bootstrap.failed]
+            return outcome
+        names = [n.name for n in outcome.nodes]
+        try:
+            outcome.states = _wait_nodes(pool, setup.controller, names, wait_seconds)
+            calls = plan_sync(outcome.states, accepted=[n.host for n in accepted], quarantined=quarantined)
+            for argv in calls:
+                _scontrol(pool, setup.controller, argv)
+            outcome.calls = calls
+            if calls:
+                outcome.states = parse_nodes(_scontrol(pool, setup.controller,
+                                                       ["scontrol", "show", "nodes", "--oneliner"]))
+        except MetalfleetError as exc:
+            outcome.errors.append(exc.message)
+    return outcome
+
+
+def _options(connect: Connect | None) -> Any:
+    from .runner import RunOptions
+
+    return RunOptions(connect=connect) if connect is not None else None
+
+
+def _wait_nodes(pool: SessionPool, controller: Host, names: Sequence[str], seconds: float) -> dict[str, NodeState]:
+    """The controller's view once every node has registered (no longer UNKNOWN / NOT_RESPONDING)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            states = parse_nodes(_scontrol(pool, controller, ["scontrol", "show", "nodes", "--oneliner"]))
+        except MetalfleetError:
+            states = {}
+        refused = {n: states[n].reason for n in names if n in states and "INVALID_REG" in states[n].flags}
+        if refused:  # it registered with less than its definition: it will not become ready
+            raise MetalfleetError("slurm: the controller refused node(s) at registration: " + "; ".join(
+                f"{n}: {why}" for n, why in refused.items()))
+        waiting = [n for n in names if n not in states or states[n].flags & {"UNKNOWN", "NOT_RESPONDING"}]
+        if not waiting:
+            return states
+        if time.monotonic() > deadline:
+            raise MetalfleetError(f"slurm: node(s) {', '.join(waiting)} did not register with {controller.name} in "
+                                  f"{seconds:.0f}s")
+        time.sleep(0.5)
+
+
+def leave_slurm(controller: Host, names: Sequence[str], *, ssh: SshOptions | None = None,
+                connect: Connect | None = None) -> list[list[str]]:
+    """Take ``names`` out of service before their machines go (``release``, ``pulumi destroy``); the calls made."""
+    if not names:
+        return []
+    with SessionPool(ssh, connect) as pool:
+        states = parse_nodes(_scontrol(pool, controller, ["scontrol", "show", "nodes", "--oneliner"]))
+        calls = plan_sync(states, accepted=[], quarantined={}, released=names)
+        for argv in calls:
+            _scontrol(pool, controller, argv)
+    return calls

@@ -1,0 +1,124 @@
+"""Accepted nodes become a Slurm partition on simulated hosts, through the bootstrap steps, and a job runs on it.
+
+VM-mode hosts (tests/support/hosts/vm.py: each its own "/", /run and hostname; real sshd): the acceptance gate
+judges them over SSH; :func:`join_slurm` reads their CPU and memory facts, writes the configs with the munge,
+slurmd and slurmctld steps, whose ``systemctl`` starts Debian's real munged, slurmctld and slurmd inside each
+host (the shim's REAL_DAEMONS); then a job is submitted on the controller and the gate's verdicts reach Slurm.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from metalfleet.bootstrap.acceptance.live import run_acceptance
+from metalfleet.bootstrap.acceptance.probes import AcceptanceOptions
+from metalfleet.bootstrap.inventory import Inventory
+from metalfleet.bootstrap.scheduler import SlurmSetup, join_slurm
+from metalfleet.bootstrap.ssh import SshConnection
+from metalfleet.testing.hosts.harness import HostFleet, start_hosts
+
+from .test_real_slurm import require_slurm
+
+pytestmark = pytest.mark.requires_root("VM-mode hosts running real Slurm daemons")
+
+OFFERING = "fake.8xh100"
+OPTIONS = AcceptanceOptions(nccl_args=("-b", "1G", "-e", "2G", "-f", "2"))
+#: What the simulated hosts need: no writable cgroup filesystem there (processes tracked by /proc, tasks not
+#: bound), and slurmd is Debian's real one, which counts this machine's CPUs and memory rather than the simulated
+#: ones, so the definitions (from the simulated hosts' own facts) are taken as configured.
+SIM_SETTINGS = {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "SlurmctldPort": "26817",
+                "SlurmdParameters": "config_overrides"}
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[HostFleet]:
+    require_slurm()
+    f = start_hosts(3, "h100-ib", vm=True, config={"fabric": {"kind": "infiniband", "nics": 8, "nic_gbps": 400}})
+    try:
+        for h in f.hosts:
+            with h.edit_state() as st:
+                st["packages"]["nvidia-driver-550"] = "550.90.07-0ubuntu1"
+        yield f
+    finally:
+        f.stop()
+
+
+def _inventory(f: HostFleet) -> Inventory:
+    inv = f.inventory(offering=OFFERING, provider="fake")
+    return Inventory(inv.hosts, f.ssh_options(pinned_keys={h.address: [h.host_key] for h in f.hosts}))
+
+
+def _ssh(f: HostFleet, i: int, argv: list[str]) -> Any:
+    inv = _inventory(f)
+    with SshConnection(inv.hosts[i].endpoint(), inv.ssh) as conn:
+        return conn.run(argv, timeout=60)
+
+
+def test_accepted_nodes_form_a_partition_and_run_a_job(fleet: HostFleet) -> None:
+    inv = _inventory(fleet)
+    for i in range(3):  # what the driver step leaves: the module loaded, its device files there
+        assert _ssh(fleet, i, ["sudo", "-n", "modprobe", "nvidia"]).rc == 0
+    report = run_acceptance(inv, options=OPTIONS)
+    assert report.passed, [n.reason for n in report.failed]
+    ports = {h.name: 27001 + h.index for h in fleet.hosts}
+    setup = SlurmSetup(cluster="sim", partition="gpu", controller=inv.hosts[0], munge_key=os.urandom(1024),
+                       settings=SIM_SETTINGS, ports=ports)
+    outcome = join_slurm(inv, report, setup)
+    assert outcome.ok, outcome.summary()
+    assert {n: "+".join(sorted(s.flags)) for n, s in outcome.states.items()} == dict.fromkeys(ports, "IDLE")
+    node0 = outcome.states["node0"]
+    assert node0.gres == "gpu:h100:8" and {"fake.8xh100", "infiniband", "h100"} <= set(node0.features)
+    # the node definitions come from the hosts' own facts: 2 x 56 cores x 2 threads of the DGX profile
+    conf = _ssh(fleet, 1, ["cat", "/etc/slurm/slurm.conf"]).stdout.decode()
+    assert "NodeName=node1 NodeAddr=" in conf and "CPUs=224 Boards=1 SocketsPerBoard=2 CoresPerSocket=56" in conf
+    # a job through Slurm: the simulated hosts' all_reduce_perf, one per node, 8 GPUs each
+    job = _ssh(fleet, 0, ["srun", "-p", "gpu", "-N2", "--ntasks-per-node=1", "--gres=gpu:8", "all_reduce_perf",
+                          "-b", "1G", "-e", "1G", "-g", "8"])
+    text = job.stdout.decode()
+    assert job.rc == 0, text + job.stderr.decode()
+    assert text.count("# Avg bus bandwidth") == 2 and "NVIDIA H100 80GB HBM3" in text
+    # the same configs again: nothing uploaded, nothing restarted
+    again = join_slurm(inv, report, setup)
+    assert again.ok and again.calls == []
+    changed = [(r.host, s.name, s.commands) for r in again.bootstrap.hosts  # type: ignore[union-attr]
+               for s in r.steps if s.status == "changed"]
+    assert changed == [], changed
+
+
+def test_the_gate_drains_resumes_and_releases_nodes_in_slurm(fleet: HostFleet) -> None:
+    from metalfleet.bootstrap.scheduler import leave_slurm
+
+    inv = _inventory(fleet)
+    ports = {h.name: 27001 + h.index for h in fleet.hosts}
+    setup = SlurmSetup(cluster="sim", partition="gpu", controller=inv.hosts[0], munge_key=os.urandom(1024),
+                       settings=SIM_SETTINGS, ports=ports)
+    first = join_slurm(inv, run_acceptance(inv, options=OPTIONS), setup)
+    assert first.ok, first.summary()
+    bad = fleet.hosts[2]
+    bad.update_config(gpu={"count": 7})  # a GPU fell off the bus: the gate quarantines node2
+    report = run_acceptance(inv, options=OPTIONS)
+    assert [n.host for n in report.failed] == ["node2"]
+    drained = join_slurm(inv, report, setup)
+    assert drained.ok, drained.summary()
+    assert "DRAIN" in drained.states["node2"].flags
+    assert drained.states["node2"].reason == f"metalfleet: {report.node('node2').reason}"
+    restarted = [(r.host, s.name) for r in drained.bootstrap.hosts  # type: ignore[union-attr]
+                 for s in r.steps if any("restart" in c for c in s.commands)]
+    assert restarted == []  # drained in place: its definition and everyone's config unchanged
+    sinfo = _ssh(fleet, 0, ["sinfo", "-R", "-h", "-o", "%N|%E"]).stdout.decode()
+    assert "node2|metalfleet: gpu-count" in sinfo
+    # fixed (or replaced by a healthy one at its address): accepted again, resumed
+    bad.update_config(gpu={"count": 8})
+    resumed = join_slurm(inv, run_acceptance(inv, options=OPTIONS), setup)
+    assert resumed.ok and resumed.calls == [["scontrol", "update", "nodename=node2", "state=resume"]]
+    assert "DRAIN" not in resumed.states["node2"].flags
+    # release: every node out of service before the machines go
+    calls = leave_slurm(inv.hosts[0], ["node1", "node2"], ssh=inv.ssh)
+    assert [c[2] for c in calls] == ["nodename=node1", "nodename=node2"]
+    nodes = _ssh(fleet, 0, ["scontrol", "show", "nodes", "--oneliner"]).stdout.decode()
+    assert all("State=DOWN" in line for line in nodes.splitlines() if line.startswith(("NodeName=node1",
+                                                                                        "NodeName=node2")))
