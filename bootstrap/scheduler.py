@@ -29,7 +29,7 @@ from typing import Any
 
 from metalfleet.providers.errors import MetalfleetError
 
-from .acceptance.results import AcceptanceReport, NodeAcceptance
+from .acceptance.results import AcceptanceReport
 from .connector import Connect, SshOptions
 from .facts import CpuTopology, Fact, FactValues, MemoryTotal
 from .inventory import Host, Inventory
@@ -39,6 +39,7 @@ from .report import Report
 from .script import Script, parse_fact_output
 from .sessions import FanOut, SessionPool
 from .slurm import (
+    GateNode,
     NodeResources,
     NodeState,
     SlurmNode,
@@ -188,11 +189,13 @@ def _scontrol(pool: SessionPool, controller: Host, argv: Sequence[str]) -> str:
     return res.stdout.decode(errors="replace")
 
 
-def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport, setup: SlurmSetup, *,
+def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport | Sequence[GateNode],
+               setup: SlurmSetup, *,
                quarantined: Mapping[str, str] | None = None, ssh: SshOptions | None = None,
                connect: Connect | None = None, progress: ProgressCallback | None = None,
                wait_seconds: float = 60.0) -> SlurmOutcome:
-    """Make the partition hold exactly the nodes ``report`` accepted; drain the ``quarantined`` ones (host name ->
+    """Make the partition hold exactly the nodes ``report`` accepted (an acceptance report, or its verdicts as
+    :class:`~.slurm.GateNode` s); drain the ``quarantined`` ones (host name ->
     reason, e.g. from an earlier round) that Slurm still knows. Never raises for a node's failure (see
     ``errors``); raises InvalidSpecError for a node whose definition cannot be made, before any daemon changes."""
     if isinstance(inventory, Inventory):
@@ -202,7 +205,9 @@ def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport, 
         hosts = list(inventory)
     by_name = {h.name: h for h in hosts}
     outcome = SlurmOutcome(setup.partition)
-    accepted = [n for n in report.nodes if n.passed and n.host in by_name]
+    gates = [GateNode.from_acceptance(n) for n in report.nodes] if isinstance(report, AcceptanceReport) \
+        else list(report)
+    accepted = [n for n in gates if n.passed and n.host in by_name]
     if not accepted:
         outcome.errors.append("no node passed acceptance: the partition would be empty")
         return outcome
@@ -213,18 +218,18 @@ def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport, 
         except MetalfleetError:
             known = {}
         # A node the gate refuses now but Slurm has stays defined, to be drained with the gate's reason.
-        kept = [n for n in report.nodes if not n.passed and n.host in by_name and n.host in known]
-        outcome.left_out = {n.host: n.reason for n in report.nodes if not n.passed and n not in kept}
+        kept = [n for n in gates if not n.passed and n.host in by_name and n.host in known]
+        outcome.left_out = {n.host: n.reason for n in gates if not n.passed and n not in kept}
         members = [*accepted, *kept]
 
-        def read(n: NodeAcceptance) -> FactValues | str:
+        def read(n: GateNode) -> FactValues | str:
             h = by_name[n.host]
             try:
                 return _read_facts(pool, h, (*facts, MemoryTotal(h.path("/proc/meminfo"))))
             except MetalfleetError as exc:
                 return str(exc.message)
 
-        fan: FanOut[NodeAcceptance, FactValues | str] = FanOut(members, max_workers=32,
+        fan: FanOut[GateNode, FactValues | str] = FanOut(members, max_workers=32,
                                                                thread_name_prefix="mf-slurm")
         values = fan.run(read)
         unread = {n.host: v for n, v in zip(members, values, strict=True) if isinstance(v, str)}

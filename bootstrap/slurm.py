@@ -12,9 +12,11 @@ Pure: :class:`SlurmNode` values in, ``slurm.conf`` lines, ``gres.conf`` and ``to
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from metalfleet.providers.errors import InvalidSpecError
 
@@ -23,6 +25,7 @@ from .acceptance.results import NodeAcceptance
 from .facts import CpuLayout
 
 __all__ = [
+    "GateNode",
     "Gres",
     "NodeResources",
     "NodeState",
@@ -121,7 +124,46 @@ def gres_type(product: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", token.lower()).strip("_") or "gpu"
 
 
-def node_from_acceptance(node: NodeAcceptance, cpu: NodeResources, *, name: str | None = None,
+@dataclass(frozen=True)
+class GateNode:
+    """What a Slurm definition needs from the gate's verdict on one node, as plain data (a Pulumi resource passes
+    it on): whether it passed and why not, what the gate counted and named, what its baseline says it has."""
+
+    host: str
+    address: str
+    offering: str
+    passed: bool
+    reason: str = ""
+    provider: str | None = None
+    gpu_count: int | None = None
+    gpu_model: str | None = None
+    fabric: str | None = None
+    ascend: bool = False
+    baseline_gpu_count: int | None = None
+    baseline_gpu_model: str | None = None
+
+    @classmethod
+    def from_acceptance(cls, node: NodeAcceptance) -> GateNode:
+        count = node.verdict.check("gpu-count")
+        model = node.verdict.check("gpu-model")
+        names = model.measured if model is not None else None
+        b = node.baseline
+        return cls(node.host, node.address, node.offering, node.passed, node.reason, node.provider,
+                   count.measured if count is not None and isinstance(count.measured, int) else None,
+                   str(names[0]) if isinstance(names, list) and names else None,
+                   b.fabric.kind if b is not None else None, bool(b is not None and b.ascend),
+                   b.gpu.count if b is not None else None, b.gpu.model if b is not None else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateNode:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def node_from_acceptance(node: NodeAcceptance | GateNode, cpu: NodeResources, *, name: str | None = None,
                          labels: Mapping[str, str] | None = None, extra_features: Iterable[str] = (),
                          port: int | None = None, device_dir: str = "/dev", keep: bool = False) -> SlurmNode:
     """The Slurm node of an accepted node: its GPUs (or NPUs) as the gate counted and named them, features from
@@ -130,35 +172,29 @@ def node_from_acceptance(node: NodeAcceptance, cpu: NodeResources, *, name: str 
 
     ``keep``: a node that failed but that Slurm already has (it is drained, not dropped): its definition is what
     its offering's baseline says it has, so the line stays as it was and Slurm needs no restart."""
-    if not node.passed and not keep:
-        raise InvalidSpecError(f"node {node.host} did not pass acceptance ({node.reason}); it does not join Slurm",
-                               field="scheduler", value=node.host)
-    count_check = node.verdict.check("gpu-count")
-    model_check = node.verdict.check("gpu-model")
-    count = count_check.measured if count_check is not None else None
-    names = model_check.measured if model_check is not None else None
-    if not node.passed and node.baseline is not None:
-        count = node.baseline.gpu.count
-        names = [node.baseline.gpu.model] if node.baseline.gpu.model else names
+    gate = node if isinstance(node, GateNode) else GateNode.from_acceptance(node)
+    if not gate.passed and not keep:
+        raise InvalidSpecError(f"node {gate.host} did not pass acceptance ({gate.reason}); it does not join Slurm",
+                               field="scheduler", value=gate.host)
+    count, product = gate.gpu_count, gate.gpu_model or gate.baseline_gpu_model
+    if not gate.passed:
+        count, product = gate.baseline_gpu_count, gate.baseline_gpu_model or product
     if not isinstance(count, int) or count < 1:
-        raise InvalidSpecError(f"node {node.host}: the gate counted no accelerators, so it has no Gres to offer",
+        raise InvalidSpecError(f"node {gate.host}: the gate counted no accelerators, so it has no Gres to offer",
                                field="gpu-count", value=count)
-    product = names[0] if isinstance(names, list) and names else (node.baseline.gpu.model
-                                                                    if node.baseline is not None else None)
     if not product:
-        raise InvalidSpecError(f"node {node.host}: the gate's evidence names no accelerator model",
+        raise InvalidSpecError(f"node {gate.host}: the gate's evidence names no accelerator model",
                                field="gpu-model", value=None)
-    ascend = node.baseline is not None and node.baseline.ascend
-    kind, dev = ("npu", "davinci") if ascend else ("gpu", "nvidia")
+    kind, dev = ("npu", "davinci") if gate.ascend else ("gpu", "nvidia")
     files = f"{device_dir.rstrip('/')}/{dev}[0-{count - 1}]" if count > 1 else f"{device_dir.rstrip('/')}/{dev}0"
     gres = Gres(kind, gres_type(str(product)), count, files)
-    fabric = node.baseline.fabric.kind if node.baseline is not None else None
-    feats = [node.offering, *( [fabric] if fabric and fabric != "none" else []),
-             *([node.provider] if node.provider else []), gres.type, *extra_features]
+    fabric = gate.fabric
+    feats = [gate.offering, *([fabric] if fabric and fabric != "none" else []),
+             *([gate.provider] if gate.provider else []), gres.type, *extra_features]
     features = tuple(dict.fromkeys(_check_name("scheduler.features", f) for f in feats if f))
     labels = dict(labels or {})
     switch = next((labels[k] for k in TOPOLOGY_LABELS if labels.get(k)), None)
-    return SlurmNode(_check_name("node name", name or node.host), node.address, cpu, (gres,), features,
+    return SlurmNode(_check_name("node name", name or gate.host), gate.address, cpu, (gres,), features,
                      _check_name("switch", switch) if switch else None, port, labels)
 
 
