@@ -31,7 +31,7 @@ from metalfleet.providers.errors import MetalfleetError
 
 from .acceptance.results import AcceptanceReport
 from .connector import Connect, SshOptions
-from .facts import CpuTopology, Fact, FactValues, MemoryTotal
+from .facts import CpuTopology, Fact, FactValues, MemoryTotal, RawCommand
 from .inventory import Host, Inventory
 from .profiles import Profile
 from .progress import ProgressCallback
@@ -57,6 +57,8 @@ from .steps.slurm import Munge, SlurmController, SlurmNodeDaemon
 __all__ = ["SlurmOutcome", "SlurmSetup", "join_slurm", "leave_slurm", "slurm_conf", "slurm_profile"]
 
 SLURM_CONF = "/etc/slurm/slurm.conf"
+#: The node's own short name: slurmd finds its NodeName by it (NodeHostname when it is not the inventory name).
+HOSTNAME = RawCommand(("hostname", "-s"))
 GRES_CONF = "/etc/slurm/gres.conf"
 TOPOLOGY_CONF = "/etc/slurm/topology.conf"
 PROLOG = "/etc/slurm/task_prolog.sh"
@@ -133,14 +135,15 @@ class SlurmOutcome:
         return "\n".join(lines)
 
 
-def slurm_conf(setup: SlurmSetup, nodes: Sequence[SlurmNode]) -> str:
-    """The whole slurm.conf: the head (with why), the nodes, the partition."""
+def slurm_conf(setup: SlurmSetup, nodes: Sequence[SlurmNode], controller_hostname: str | None = None) -> str:
+    """The whole slurm.conf: the head (with why), the nodes, the partition. ``controller_hostname``: the
+    controller's own short host name (slurmctld only runs where it matches SlurmctldHost)."""
     head = {k: (v, why) for k, v, why in HEAD}
     for k, v in setup.settings.items():
         head[k] = (v, "set in the cluster spec")
     c = setup.controller
     lines = [f"# Written by metalfleet for cluster {setup.cluster}: the nodes the acceptance gate accepted.",
-             f"ClusterName={setup.cluster}", f"SlurmctldHost={c.name}({c.address})"]
+             f"ClusterName={setup.cluster}", f"SlurmctldHost={controller_hostname or c.name}({c.address})"]
     for key, (value, why) in head.items():
         if why:
             lines.append(f"# {why}")
@@ -150,9 +153,10 @@ def slurm_conf(setup: SlurmSetup, nodes: Sequence[SlurmNode]) -> str:
     return "\n".join(lines) + "\n" + node_lines(nodes) + partition_line(setup.partition, nodes)
 
 
-def slurm_profile(setup: SlurmSetup, nodes: Sequence[SlurmNode]) -> Profile:
+def slurm_profile(setup: SlurmSetup, nodes: Sequence[SlurmNode], controller_hostname: str | None = None) -> Profile:
     """The munge, slurmd and slurmctld steps with this partition's files."""
-    files = {SLURM_CONF: slurm_conf(setup, nodes), GRES_CONF: gres_conf(nodes), PROLOG: task_prolog()}
+    files = {SLURM_CONF: slurm_conf(setup, nodes, controller_hostname), GRES_CONF: gres_conf(nodes),
+             PROLOG: task_prolog()}
     topo = topology_conf(nodes)
     if topo:
         files[TOPOLOGY_CONF] = topo
@@ -211,7 +215,7 @@ def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport |
     if not accepted:
         outcome.errors.append("no node passed acceptance: the partition would be empty")
         return outcome
-    facts: tuple[Fact[Any], ...] = (CpuTopology(), )
+    facts: tuple[Fact[Any], ...] = (CpuTopology(), HOSTNAME)
     with SessionPool(ssh, connect) as pool:
         try:  # what Slurm has now (nothing on a first run: no controller yet)
             known = parse_nodes(_scontrol(pool, setup.controller, ["scontrol", "show", "nodes", "--oneliner"]))
@@ -244,19 +248,27 @@ def join_slurm(inventory: Inventory | Sequence[Host], report: AcceptanceReport |
         for n, fv in zip(members, [v for v in values if not isinstance(v, str)], strict=True):
             h = by_name[n.host]
             res = NodeResources.from_facts(fv[CpuTopology()], fv[MemoryTotal(h.path("/proc/meminfo"))], n.host)
+            rc, out = fv[HOSTNAME]
             outcome.nodes.append(node_from_acceptance(n, res, labels=h.labels, extra_features=setup.features,
                                                       port=setup.ports.get(n.host), device_dir=setup.device_dir,
-                                                      keep=not n.passed))
+                                                      keep=not n.passed, hostname=out.strip() if rc == 0 else None))
         quarantined = {**{n.host: n.reason for n in kept}, **dict(quarantined or {})}
         from .api import run_bootstrap
 
         targets = [by_name[n.host] for n in members]
         if setup.controller.name not in {h.name for h in targets}:
             targets.insert(0, setup.controller)
-        outcome.bootstrap = run_bootstrap(targets, slurm_profile(setup, outcome.nodes), ssh=ssh, progress=progress,
+        ctl = next((n.hostname or n.name for n, g in zip(outcome.nodes, members, strict=True)
+                    if g.host == setup.controller.name), None)
+        if ctl is None:  # a controller host of its own
+            rc, out = _read_facts(pool, setup.controller, (HOSTNAME,))[HOSTNAME]
+            ctl = out.strip() if rc == 0 and out.strip() else None
+        outcome.bootstrap = run_bootstrap(targets, slurm_profile(setup, outcome.nodes, ctl), ssh=ssh, progress=progress,
                                           options=_options(connect))
         if outcome.bootstrap.failed:
-            outcome.errors += [f"{r.host}: {r.error or r.status}" for r in outcome.bootstrap.failed]
+            for r in outcome.bootstrap.failed:
+                tail = next((st.output_tail.strip() for st in r.steps if st.error and st.output_tail.strip()), "")
+                outcome.errors.append(f"{r.host}: {r.error or r.status}" + (f"\n{tail[-600:]}" if tail else ""))
             return outcome
         names = [n.name for n in outcome.nodes]
         try:
@@ -282,11 +294,12 @@ def _options(connect: Connect | None) -> Any:
 def _wait_nodes(pool: SessionPool, controller: Host, names: Sequence[str], seconds: float) -> dict[str, NodeState]:
     """The controller's view once every node has registered (no longer UNKNOWN / NOT_RESPONDING)."""
     deadline = time.monotonic() + seconds
+    last = ""
     while True:
         try:
             states = parse_nodes(_scontrol(pool, controller, ["scontrol", "show", "nodes", "--oneliner"]))
-        except MetalfleetError:
-            states = {}
+        except MetalfleetError as exc:
+            states, last = {}, f" (the controller: {exc.message})"
         refused = {n: states[n].reason for n in names if n in states and "INVALID_REG" in states[n].flags}
         if refused:  # it registered with less than its definition: it will not become ready
             raise MetalfleetError("slurm: the controller refused node(s) at registration: " + "; ".join(
@@ -296,7 +309,7 @@ def _wait_nodes(pool: SessionPool, controller: Host, names: Sequence[str], secon
             return states
         if time.monotonic() > deadline:
             raise MetalfleetError(f"slurm: node(s) {', '.join(waiting)} did not register with {controller.name} in "
-                                  f"{seconds:.0f}s")
+                                  f"{seconds:.0f}s{last}")
         time.sleep(0.5)
 
 

@@ -106,6 +106,8 @@ class SlurmNode:
     switch: str | None = None
     #: Slurmd's port on the node (None: the cluster's SlurmdPort).
     port: int | None = None
+    #: The node's own short host name, when it differs from ``name`` (slurmd finds its NodeName by it).
+    hostname: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -160,12 +162,17 @@ class GateNode:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GateNode:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        for k in ("gpu_count", "baseline_gpu_count"):  # through Pulumi's state every number is a float
+            if isinstance(values.get(k), float) and values[k].is_integer():
+                values[k] = int(values[k])
+        return cls(**values)
 
 
 def node_from_acceptance(node: NodeAcceptance | GateNode, cpu: NodeResources, *, name: str | None = None,
                          labels: Mapping[str, str] | None = None, extra_features: Iterable[str] = (),
-                         port: int | None = None, device_dir: str = "/dev", keep: bool = False) -> SlurmNode:
+                         port: int | None = None, device_dir: str = "/dev", keep: bool = False,
+                         hostname: str | None = None) -> SlurmNode:
     """The Slurm node of an accepted node: its GPUs (or NPUs) as the gate counted and named them, features from
     its offering, fabric and provider, the switch from its labels. Raises InvalidSpecError for a node that did
     not pass (it must not join) or whose evidence names no accelerator.
@@ -195,7 +202,8 @@ def node_from_acceptance(node: NodeAcceptance | GateNode, cpu: NodeResources, *,
     labels = dict(labels or {})
     switch = next((labels[k] for k in TOPOLOGY_LABELS if labels.get(k)), None)
     return SlurmNode(_check_name("node name", name or gate.host), gate.address, cpu, (gres,), features,
-                     _check_name("switch", switch) if switch else None, port, labels)
+                     _check_name("switch", switch) if switch else None, port=port, labels=labels,
+                     hostname=_check_name("host name", hostname) if hostname else None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,7 +215,9 @@ def node_lines(nodes: Sequence[SlurmNode]) -> str:
     lines = []
     for n in nodes:
         c = n.cpu
-        parts = [f"NodeName={n.name}", f"NodeAddr={n.address}", f"CPUs={c.cpus}", "Boards=1",
+        parts = [f"NodeName={n.name}", f"NodeAddr={n.address}",
+                 *([f"NodeHostname={n.hostname}"] if n.hostname and n.hostname != n.name else []),
+                 f"CPUs={c.cpus}", "Boards=1",
                  f"SocketsPerBoard={c.sockets}", f"CoresPerSocket={c.cores_per_socket}",
                  f"ThreadsPerCore={c.threads_per_core}", f"RealMemory={c.memory_mib}"]
         if n.port is not None:

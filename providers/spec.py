@@ -398,6 +398,9 @@ class SchedulerSpec(_Strict):
     #: slurm.conf keys laid over metalfleet's own (``ProctrackType: proctrack/linuxproc`` where the nodes have no
     #: writable cgroup filesystem). The nodes, the partition and the controller are metalfleet's to write.
     settings: dict[str, str] = Field(default_factory=dict)
+    #: Each node's slurmd on its own port, this one plus the node's index, where nodes share one address space
+    #: (several simulated hosts on one machine); None: every node on SlurmdPort.
+    node_port_base: Int | None = Field(None, ge=1024, le=60000)
 
     @field_validator("settings")
     @classmethod

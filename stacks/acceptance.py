@@ -81,8 +81,12 @@ class ClusterAcceptanceProvider(ResourceProvider):
             raise MetalfleetError(f"cluster {spec.name} did not pass acceptance:\n{outcome.summary()}{after}"
                                   f"\n\n{table}")
         accepted = sorted(outcome.accepted, key=lambda n: node_index(n, 0))
+        from metalfleet.bootstrap.slurm import GateNode
+
+        verdicts = {n.host: GateNode.from_acceptance(n).to_dict() for r in outcome.reports for n in r.nodes}
         return {
             **props,
+            "gate_nodes": list(verdicts.values()),
             "accepted_ids": [n.id for n in accepted],
             "accepted_ips": [n.private_ip or "" for n in accepted],
             "hostfile": hostfile([n.private_ip or "" for n in accepted], offering.gpu_count),
@@ -120,7 +124,7 @@ class ClusterAcceptanceProvider(ResourceProvider):
 
 
 class ClusterAcceptance(Resource, module=MODULE, name="ClusterAcceptance"):
-    """The acceptance gate. Outputs: accepted_ids, accepted_ips, hostfile, summary, table.
+    """The acceptance gate. Outputs: accepted_ids, accepted_ips, hostfile, summary, table, gate_nodes.
 
     ``spec`` and ``driver_config`` are stored in plain state (secret values cut out, see
     :meth:`GpuCluster.spec_inputs`); ``secrets`` holds what was cut out, stored encrypted.
@@ -131,6 +135,9 @@ class ClusterAcceptance(Resource, module=MODULE, name="ClusterAcceptance"):
     hostfile: pulumi.Output[str]
     summary: pulumi.Output[str]
     table: pulumi.Output[str]
+    #: The gate's verdict per node as plain data (:class:`metalfleet.bootstrap.slurm.GateNode`): what a
+    #: scheduler's node definitions are made from.
+    gate_nodes: pulumi.Output[list[dict[str, Any]]]
 
     def __init__(self, name: str, spec: ClusterSpec | dict[str, Any], nodes: Sequence[dict[str, Any]],
                  driver_config: dict[str, Any] | None = None, opts: pulumi.ResourceOptions | None = None, *,
@@ -140,7 +147,7 @@ class ClusterAcceptance(Resource, module=MODULE, name="ClusterAcceptance"):
                  SECRETS: pulumi.Output.secret(secrets if secrets is not None else []),
                  "fingerprint": spec_fingerprint(plain, "acceptance"), "replacements_left": replacements_left,
                  "accepted_ids": None, "accepted_ips": None, "hostfile": None, "owned_replacements": None,
-                 "summary": None, "table": None}
+                 "summary": None, "table": None, "gate_nodes": None}
         super().__init__(ClusterAcceptanceProvider(), name, props, resource_options(opts))
 
 

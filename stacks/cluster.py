@@ -29,6 +29,7 @@ from .hooks import ClusterContext, HookResult, NodesHook
 from .inputs import hostfile, spec_fingerprint
 from .network import cluster_network
 from .node import GpuNode
+from .scheduler import scheduler_hook
 from .secrets import MARK, SECRET_SPEC_FIELDS, Entry, check_driver_config, marked_values, secret_input, split
 
 __all__ = ["ClusterContext", "GpuCluster", "HookResult", "NodesHook", "hostfile", "spec_fingerprint"]
@@ -67,6 +68,8 @@ class GpuCluster(pulumi.ComponentResource):
             hooks.append(bootstrap_hook)
         if spec.acceptance.enabled:
             hooks.append(acceptance_hook)
+        if spec.scheduler is not None:
+            hooks.append(scheduler_hook)
         return hooks
 
     node_ids: pulumi.Output[list[str]]
@@ -75,6 +78,8 @@ class GpuCluster(pulumi.ComponentResource):
     #: With the acceptance gate on: the accepted nodes' ids and the gate's report (else None).
     accepted_ids: pulumi.Output[list[str]] | None
     acceptance_report: pulumi.Output[str] | None
+    #: With a scheduler section: the Slurm partition's summary (else None).
+    scheduler_summary: pulumi.Output[str] | None
 
     def __init__(
         self,
@@ -133,6 +138,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.extras: list[pulumi.Resource] = []
         self.accepted_ids = None
         self.acceptance_report = None
+        self.scheduler_summary = None
         for hook in (*self._default_hooks(spec), *after_nodes):
             self._add(hook(ClusterContext(name, spec, self, tuple(self.nodes), plain_config, self.spec_inputs,
                                           tuple(self.extras), self.generation_plan)))
@@ -152,6 +158,8 @@ class GpuCluster(pulumi.ComponentResource):
             self.accepted_ids = result.accepted_ids
         if result.report is not None:
             self.acceptance_report = result.report
+        if result.scheduler is not None:
+            self.scheduler_summary = result.scheduler
 
     def _announce(self, spec: ClusterSpec, lifecycle: GenerationPlan) -> None:
         for r in lifecycle.replacing:

@@ -56,6 +56,8 @@ class HookResult:
     accepted_ids: pulumi.Output[list[str]] | None = None
     #: The gate's report (exported as ``acceptance``).
     report: pulumi.Output[str] | None = None
+    #: The scheduler's partition, as ``sinfo`` would sum it up (exported as ``slurm``).
+    scheduler: pulumi.Output[str] | None = None
 
 
 #: Called once the nodes are declared, in order; returns what it added.

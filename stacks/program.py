@@ -68,6 +68,8 @@ def _declare(spec: ClusterSpec, driver_config: Mapping[str, Any] | None) -> GpuC
         pulumi.export("accepted_ids", cluster.accepted_ids)
     if cluster.acceptance_report is not None:
         pulumi.export("acceptance", cluster.acceptance_report)
+    if cluster.scheduler_summary is not None:
+        pulumi.export("slurm", cluster.scheduler_summary)
     return cluster
 
 

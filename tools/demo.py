@@ -79,8 +79,42 @@ def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
         if n != 1:
             raise SystemExit(f"{EXAMPLE}/cluster.yaml: no {field} line to point at the demo's controller")
-    spec.write_text(text)
+    spec.write_text(text + DEMO_SCHEDULER)
     return spec
+
+
+#: The five lines a user adds for a Slurm partition (README), plus what the simulated hosts need: they share this
+#: machine's network (each slurmd on its own port, the controller off Slurm's default port) and have no writable
+#: cgroup filesystem, and Debian's real slurmd counts this machine's CPUs, not the simulated ones.
+DEMO_SCHEDULER = """
+scheduler:                        # the accepted nodes as a Slurm partition, its controller on node 0
+  kind: slurm
+  partition: gpu
+  controller:
+    node: 0
+  # the demo's simulated hosts only (see tools/demo.py):
+  node_port_base: 27101
+  settings: {ProctrackType: proctrack/linuxproc, TaskPlugin: task/none, SlurmdParameters: config_overrides,
+             SlurmctldPort: "26917"}
+"""
+
+
+#: Where bootstrap's nccl-tests step builds it on every node.
+NCCL_TESTS = "/opt/nccl-tests/build/all_reduce_perf"
+
+
+def slurm_job(spec: Path, controller_ip: str, nodes: int) -> None:
+    """A job through the partition, as a user submits it on the controller: the simulated hosts' all_reduce_perf,
+    one task per node with 8 GPUs each."""
+    import yaml
+
+    ssh = yaml.safe_load(spec.read_text())["ssh"]
+    job = ["srun", "-p", "gpu", f"-N{nodes}", "--ntasks-per-node=1", "--gres=gpu:8", NCCL_TESTS,
+           "-b", "1G", "-e", "4G", "-f", "2", "-g", "8"]
+    print(f"$ ssh {ssh['user']}@{controller_ip} {' '.join(job)}", flush=True)
+    subprocess.run(["ssh", "-i", ssh["private_key"], "-o", f"UserKnownHostsFile={ssh['known_hosts']}",
+                    "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"{ssh['user']}@{controller_ip}",
+                    *job], check=True)
 
 
 def leftovers(ec2: Ec2Emulator, cluster: str) -> dict[str, int]:
@@ -119,6 +153,10 @@ def order_then_stack(example: str, spec: Path, work: Path, env: dict[str, str],
     banner("acceptance (stack output `acceptance`)")
     print(outputs["acceptance"])
     print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}", flush=True)
+    if "slurm" in outputs:
+        banner("the accepted nodes as a Slurm partition (stack output `slurm`), and a job run through it")
+        print(outputs["slurm"], flush=True)
+        slurm_job(spec, outputs["private_ips"][0], len(outputs["accepted_ids"]))
 
     run("destroy", str(spec), "--backend", backend, env=env)
     left = {k: v for k, v in leftovers().items() if v}

@@ -120,3 +120,16 @@ def test_resources_come_from_the_nodes_cpu_and_memory_facts() -> None:
     assert NodeResources.from_facts(dgx, 2 * 1024 * 1024) == DGX
     with pytest.raises(InvalidSpecError, match=r"node gpu-3: its lscpu could not be read"):
         NodeResources.from_facts(None, 1024, "gpu-3")
+
+
+def test_a_gate_verdict_survives_a_round_trip_through_plain_data() -> None:
+    import json
+
+    from metalfleet.bootstrap.slurm import GateNode
+
+    report = _judged([IB])
+    gate = GateNode.from_acceptance(report.nodes[0])
+    # a Pulumi resource's state keeps numbers as floats
+    back = GateNode.from_dict(json.loads(json.dumps(gate.to_dict()).replace('"gpu_count": 8', '"gpu_count": 8.0')))
+    assert back == gate and isinstance(back.gpu_count, int)
+    assert node_from_acceptance(back, DGX) == node_from_acceptance(report.nodes[0], DGX)

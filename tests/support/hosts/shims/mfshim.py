@@ -1859,8 +1859,10 @@ def cmd_make(args: list[str]) -> int:
     for test in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf",
                  "broadcast_perf", "reduce_perf"):
         path = os.path.join(d, "build", test)
+        # this host's own shim by its path: a Slurm job's task carries the PATH of wherever it was submitted
+        shim = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "mf-nccl-test")
         _write(path, f"#!/bin/sh\nexport MF_NCCL_MPI={1 if mpi == '1' else 0} MF_NCCL_TESTS_VERSION={version}\n"
-                     f'exec mf-nccl-test {test} "$@"\n')
+                     f'exec {shim} {test} "$@"\n')
         os.chmod(path, 0o755)
     out("Compiling all_reduce.cu ... done\n")
     return 0
