@@ -1,0 +1,74 @@
+"""`pulumi up` of examples/aws-p5 with a scheduler section: one up from nothing to a Slurm partition a job runs on.
+
+The real engine and our language host, the EC2 emulator with VM-mode simulated hosts (as test_e2e_aws.py); the
+example gets the five lines of the README plus what the simulated hosts need (tools/demo.py says why). The
+partition's daemons are Debian's munged, slurmctld and slurmd, inside the simulated hosts.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from metalfleet.testing.ec2 import Ec2Emulator
+
+from .test_e2e_aws import _groups, _live, _project, _resources, ec2, key  # noqa: F401  (its module fixtures, shared: one emulator per module)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws"),
+              pytest.mark.requires_root("the emulator's simulated hosts running Slurm")]
+
+CLUSTER = "llm-p5-slurm"
+SCHEDULER = """
+scheduler:
+  kind: slurm
+  partition: gpu
+  controller:
+    node: 0
+  node_port_base: 27201
+  settings: {ProctrackType: proctrack/linuxproc, TaskPlugin: task/none, SlurmdParameters: config_overrides,
+             SlurmctldPort: "26957"}
+"""
+
+
+def _ssh(identity: Path, known_hosts: Path, ip: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` on the host as a user types it (ssh hands the remote shell one command line)."""
+    return subprocess.run(["ssh", "-i", str(identity), "-o", f"UserKnownHostsFile={known_hosts}", "-o",
+                           "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"ubuntu@{ip}", shlex.join(argv)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_one_up_ends_with_a_partition_a_job_runs_on_and_destroy_takes_it_down(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    from tests.slurm.test_real_slurm import require_slurm
+
+    require_slurm()
+    emulator: Ec2Emulator = request.getfixturevalue("ec2")
+    operator: Path = request.getfixturevalue("key")
+    project = _project(tmp_path, emulator, operator, name=CLUSTER)
+    spec = project.path / "cluster.yaml"
+    spec.write_text(spec.read_text() + SCHEDULER)
+    try:
+        project.pulumi("up", "--yes", "--skip-preview")
+        out = project.outputs()
+        slurm = str(out["slurm"])
+        assert "slurm: partition gpu: 2 node(s)" in slurm
+        for i in range(2):
+            assert f"{CLUSTER}-{i}: IDLE Gres=gpu:h100:8 Feature=p5.48xlarge,efa,aws,h100" in slurm, slurm
+        job = _ssh(operator, project.known_hosts, out["private_ips"][0], "srun", "-p", "gpu", "-N2",
+                   "--ntasks-per-node=1", "--gres=gpu:8", "sh", "-c", "echo $SLURMD_NODENAME")
+        assert job.returncode == 0, job.stderr
+        assert sorted(job.stdout.split()) == [f"{CLUSTER}-0", f"{CLUSTER}-1"]
+        # the munge key metalfleet made is in the state encrypted, never in plain text
+        part = _resources(project)[f"{CLUSTER}-slurm"]
+        assert part["outputs"]["munge_key_b64"]["4dabf18193072939515e22adb298388d"] == \
+            "1b47061264138c4ac30d75fd1eb44270"  # Pulumi's secret signature
+        # a second up changes nothing: not the partition, not a config file, not a daemon
+        project.pulumi("preview", "--expect-no-changes")
+    finally:
+        down = project.pulumi("destroy", "--yes", "--skip-preview")
+    text = down.stdout + down.stderr
+    assert "could not take the nodes out of service" not in text, text
+    assert _live(emulator, CLUSTER) == [] and _groups(emulator, CLUSTER) == []
