@@ -44,6 +44,7 @@ from .slurm import (
     NodeState,
     SlurmNode,
     gres_conf,
+    health_check_script,
     node_from_acceptance,
     node_lines,
     parse_nodes,
@@ -62,6 +63,7 @@ HOSTNAME = RawCommand(("hostname", "-s"))
 GRES_CONF = "/etc/slurm/gres.conf"
 TOPOLOGY_CONF = "/etc/slurm/topology.conf"
 PROLOG = "/etc/slurm/task_prolog.sh"
+HEALTH = "/etc/slurm/metalfleet-healthcheck.sh"
 
 #: The slurm.conf head metalfleet writes, each line with why; ``SlurmSetup.settings`` overrides a key.
 HEAD: tuple[tuple[str, str, str], ...] = (
@@ -104,6 +106,8 @@ class SlurmSetup:
     ports: Mapping[str, int] = field(default_factory=dict)
     #: Where the nodes' accelerator device files are (gres.conf File=).
     device_dir: str = "/dev"
+    #: Seconds between slurmd's runs of metalfleet's HealthCheckProgram (None: no health check).
+    health_interval: int | None = None
 
 
 @dataclass
@@ -150,6 +154,10 @@ def slurm_conf(setup: SlurmSetup, nodes: Sequence[SlurmNode], controller_hostnam
         lines.append(f"{key}={value}")
     if not any(n.switch for n in nodes):
         lines = [ln for ln in lines if not ln.startswith("TopologyPlugin=")]
+    if setup.health_interval:
+        lines += ["# metalfleet's fast node check (the accelerators the gate counted answer); a failing node drains",
+                  f"HealthCheckProgram={HEALTH}", f"HealthCheckInterval={setup.health_interval}",
+                  "HealthCheckNodeState=ANY"]
     return "\n".join(lines) + "\n" + node_lines(nodes) + partition_line(setup.partition, nodes)
 
 
@@ -160,11 +168,15 @@ def slurm_profile(setup: SlurmSetup, nodes: Sequence[SlurmNode], controller_host
     topo = topology_conf(nodes)
     if topo:
         files[TOPOLOGY_CONF] = topo
+    if setup.health_interval:
+        kinds = {g.name for n in nodes for g in n.gres}
+        files[HEALTH] = health_check_script({n.name: sum(g.count for g in n.gres) for n in nodes},
+                                            "npu" if kinds == {"npu"} else "gpu")
     key = base64.b64encode(setup.munge_key).decode()
     return Profile("slurm", (Munge, SlurmController, SlurmNodeDaemon), {
         "munge": {"munge_key_b64": key},
-        "slurmd": {"files": files},
-        "slurmctld": {"controller": setup.controller.name, "files": files},
+        "slurmd": {"files": files, "executables": (PROLOG, HEALTH)},
+        "slurmctld": {"controller": setup.controller.name, "files": files, "executables": (PROLOG, HEALTH)},
     }, "munge, slurmd and (on the controller) slurmctld with the partition's configs")
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "drain_argv",
     "gres_conf",
     "gres_type",
+    "health_check_script",
     "node_from_acceptance",
     "node_lines",
     "parse_nodes",
@@ -364,3 +365,23 @@ def task_prolog(env_file: str = "/etc/profile.d/metalfleet-nccl.sh") -> str:
             f"[ -r {path} ] || exit 0\n"
             f"env -i /bin/sh -c '. \"$1\" && env' sh {path} | "
             "sed -n 's/^\\(\\(NCCL\\|FI\\)_[A-Za-z0-9_]*\\)=\\(.*\\)$/export \\1=\\3/p'\n")
+
+
+def health_check_script(expected: Mapping[str, int], kind: str = "gpu") -> str:
+    """A ``HealthCheckProgram``: metalfleet's fast node check, the accelerators the gate counted (node name ->
+    count) still answering (``nvidia-smi --query-gpu``; ``npu-smi info -l`` on Ascend). slurmd runs it every
+    HealthCheckInterval; a node short of one is drained with the check's reason, which says so."""
+    import shlex
+
+    table = " ".join(f"{shlex.quote(name)}={int(count)}" for name, count in sorted(expected.items()))
+    count = ("nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c ." if kind == "gpu"
+             else "npu-smi info -l 2>/dev/null | grep -c 'NPU ID'")
+    return ("#!/bin/sh\n"
+            "# metalfleet: the accelerators the acceptance gate counted must still answer; drain the node if not.\n"
+            f"node=${{SLURMD_NODENAME:-$(hostname -s)}}\nwant=0\nfor e in {table}; do\n"
+            '  [ "${e%%=*}" = "$node" ] && want=${e#*=}\ndone\n'
+            f"have=$({count})\n"
+            'if [ "$have" -lt "$want" ]; then\n'
+            f'  scontrol update nodename="$node" state=drain reason="{REASON_PREFIX}health check: $have of $want '
+            f'{kind.upper()}s answer"\n'
+            "  exit 1\nfi\nexit 0\n")

@@ -112,7 +112,9 @@ class SlurmPartitionProvider(ResourceProvider):
         ports = {h.name: base + i for i, h in enumerate(inv.hosts)} if base else {}
         setup = SlurmSetup(cluster=spec.name, partition=sched.partition_name(spec.name), controller=controller,
                            munge_key=base64.b64decode(key), settings=dict(sched.settings),
-                           features=tuple(sched.features), ports=ports)
+                           features=tuple(sched.features), ports=ports,
+                           health_interval=sched.health_check.interval_s
+                           if sched.health_check and sched.health_check.enabled else None)
         return inv, setup, nodes
 
     def _join(self, props: dict[str, Any], full: dict[str, Any], kept: str | None) -> dict[str, Any]:

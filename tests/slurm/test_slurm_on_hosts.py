@@ -122,3 +122,23 @@ def test_the_gate_drains_resumes_and_releases_nodes_in_slurm(fleet: HostFleet) -
     nodes = _ssh(fleet, 0, ["scontrol", "show", "nodes", "--oneliner"]).stdout.decode()
     assert all("State=DOWN" in line for line in nodes.splitlines() if line.startswith(("NodeName=node1",
                                                                                         "NodeName=node2")))
+
+
+def test_the_health_check_drains_a_node_that_lost_a_gpu(fleet: HostFleet) -> None:
+    inv = _inventory(fleet)
+    for i in range(3):
+        fleet.hosts[i].update_config(gpu={"count": 8})
+    ports = {h.name: 27001 + h.index for h in fleet.hosts}
+    setup = SlurmSetup(cluster="sim", partition="gpu", controller=inv.hosts[0], munge_key=os.urandom(1024),
+                       settings=SIM_SETTINGS, ports=ports, health_interval=60)
+    outcome = join_slurm(inv, run_acceptance(inv, options=OPTIONS), setup)
+    assert outcome.ok, outcome.summary()
+    conf = _ssh(fleet, 0, ["cat", "/etc/slurm/slurm.conf"]).stdout.decode()
+    assert "HealthCheckProgram=/etc/slurm/metalfleet-healthcheck.sh\nHealthCheckInterval=60" in conf
+    check = ["env", "SLURMD_NODENAME=node1", "/etc/slurm/metalfleet-healthcheck.sh"]  # as slurmd runs it
+    assert _ssh(fleet, 1, check).rc == 0  # all 8 answer: nothing happens
+    fleet.hosts[1].update_config(gpu={"count": 7})
+    assert _ssh(fleet, 1, check).rc == 1
+    sinfo = _ssh(fleet, 0, ["sinfo", "-R", "-h", "-o", "%N|%E"]).stdout.decode()
+    assert "node1|metalfleet: health check: 7 of 8 GPUs answer" in sinfo, sinfo
+    fleet.hosts[1].update_config(gpu={"count": 8})
