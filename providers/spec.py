@@ -597,6 +597,9 @@ class ClusterSpec(_Strict):
         if node is not None and node >= self.count:
             raise _bad(".scheduler.controller.node", node, f"the controller's node must be one of this cluster's "
                        f"(0..{self.count - 1}, count {self.count})")
+        if self.scheduler is not None and not self.acceptance.enabled:
+            raise _bad(".scheduler", self.scheduler.kind, "nodes join the scheduler only once the acceptance gate "
+                       "has passed them: acceptance.enabled must be true")
         return self
 
     @property

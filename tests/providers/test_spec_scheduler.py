@@ -234,3 +234,10 @@ def test_release_needs_no_munge_key(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "scheduler.join.munge_key" in capsys.readouterr().err
     assert main(["release", str(path)]) == 0
     assert "released 0 node(s) of cluster slurmy" in capsys.readouterr().out
+
+
+def test_a_scheduler_needs_the_acceptance_gate() -> None:
+    data = {**_data({"kind": "slurm", "controller": {"node": 0}}), "acceptance": {"enabled": False}}
+    with pytest.raises(InvalidSpecError) as exc:
+        parse_spec(data)
+    assert exc.value.field == "scheduler" and "acceptance.enabled must be true" in str(exc.value)
