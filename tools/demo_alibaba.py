@@ -10,7 +10,8 @@
 3. list normalised GPU offerings of AWS and Alibaba side by side
 4. order 2 x ecs.ebmgn8v.48xlarge from examples/alibaba-ebm/cluster.yaml through the driver, print, release
 5. the same cluster as a Pulumi stack on the real engine: `metalfleet up` orders the nodes, bootstraps them over
-   SSH (the eRDMA driver among the steps) and runs the acceptance gate; print the acceptance table; destroy
+   SSH (the eRDMA driver among the steps) and runs the acceptance gate; print the acceptance table, the accepted
+   nodes as a Slurm partition (stack output `slurm`) and a job run through it (srun all_reduce_perf); destroy
 6. stop everything it started
 
 Nothing in metalfleet knows it talks to an emulator: the demo only sets ALIBABA_CLOUD_ECS_ENDPOINT and the
@@ -35,7 +36,7 @@ from metalfleet.testing.ec2 import start_ec2_emulator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from demo import CONTROLLER_CIDR, banner, order_then_stack, run  # noqa: E402  (tools/demo.py, beside this file)
+from demo import CONTROLLER_CIDR, DEMO_SCHEDULER, banner, order_then_stack, run  # noqa: E402  (tools/demo.py, beside this file)
 
 EXAMPLE = ROOT / "examples" / "alibaba-ebm"
 CLUSTER = "llm-h20"
@@ -44,6 +45,8 @@ KMS_KEY = "key-mfexampleebs00000001"
 
 
 def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
+    """examples/alibaba-ebm in ``dest``: ssh paths into the temp folder, network.ssh_ingress_cidrs letting in this
+    controller, and the demo's scheduler section (tools/demo.py DEMO_SCHEDULER) so `up` ends with a partition."""
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("venv"))
     spec = dest / "cluster.yaml"
     text = spec.read_text()
@@ -52,7 +55,7 @@ def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
         if n != 1:
             raise SystemExit(f"{EXAMPLE}/cluster.yaml: no {field} line to point at the demo's controller")
-    spec.write_text(text)
+    spec.write_text(text + DEMO_SCHEDULER)
     return spec
 
 

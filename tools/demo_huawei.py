@@ -9,8 +9,9 @@
 5. release it: refused without the opt-in (each server's expiry and refund named, nothing ended), then
    ``metalfleet release --unsubscribe``: every server unsubscribed through BSS and deleted
 6. the same cluster as a Pulumi stack on the real engine: `metalfleet up` orders, bootstraps (Ascend driver, CANN,
-   HCCN) and gates it (npu-smi, HCCS, hccn_tool, hccl_test); print the acceptance table;
-   `metalfleet destroy --unsubscribe`
+   HCCN) and gates it (npu-smi, HCCS, hccn_tool, hccl_test); print the acceptance table, the accepted nodes as a
+   Slurm partition (stack output `slurm`, Gres npu:910b3:8) and a job run through it (hccl_test, its ranks started
+   by srun); `metalfleet destroy --unsubscribe`
 7. check nothing is left (no server, no term in BSS, no simulated host) and stop everything it started
 
 Nothing in metalfleet knows it talks to an emulator: the demo sets the SDK's credential variables to the
@@ -32,14 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from demo import CLI, banner, run, run_json  # noqa: E402  (tools/demo.py, beside this file)
+from demo import CLI, DEMO_SCHEDULER, banner, run, run_json  # noqa: E402  (tools/demo.py, beside this file)
 
 EXAMPLE = ROOT / "examples" / "huawei-bms"
 KEY_PAIR = "metalfleet-ascend"
+PARTITION = "npu"
+#: Where bootstrap's CANN step installs CANN's HCCL Performance Tester on every node.
+HCCL_TEST = "/usr/local/Ascend/ascend-toolkit/latest/tools/hccl_test/bin/all_reduce_test"
 
 
 def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
-    """examples/huawei-bms in ``dest`` with its ssh.private_key and ssh.known_hosts pointing into the temp folder."""
+    """examples/huawei-bms in ``dest`` with its ssh.private_key and ssh.known_hosts pointing into the temp folder,
+    and the demo's scheduler section (tools/demo.py DEMO_SCHEDULER, its partition named for the NPUs)."""
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("venv"))
     spec = dest / "cluster.yaml"
     text = spec.read_text()
@@ -47,7 +52,7 @@ def copy_example(dest: Path, key: Path, known_hosts: Path) -> Path:
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
         if n != 1:
             raise SystemExit(f"{EXAMPLE}/cluster.yaml: no {field} line to point into the demo's folder")
-    spec.write_text(text)
+    spec.write_text(text + DEMO_SCHEDULER.replace("partition: gpu", f"partition: {PARTITION}"))
     return spec
 
 
@@ -57,6 +62,22 @@ def refused_release(spec: Path, env: dict[str, str]) -> bool:
     proc = subprocess.run([*CLI, "release", str(spec)], env=env, capture_output=True, text=True, check=False)
     print(proc.stdout + proc.stderr, end="", flush=True)
     return proc.returncode == 2 and "subscription" in proc.stderr and "--unsubscribe" in proc.stderr
+
+
+def npu_job(spec: Path, controller_ip: str, nodes: int) -> None:
+    """A job through the partition, as a user submits it on the controller: CANN's hccl_test all_reduce over every
+    node, one rank per NPU (--ntasks-per-node=8 --gres=npu:8, -p 8 NPUs per node). Slurm starts the ranks (PMI-2,
+    built into Slurm) where the gate's probe uses mpirun: a job's tasks run with the submitting shell's PATH, and
+    mpirun is at no path every node shares."""
+    import yaml
+
+    ssh = yaml.safe_load(spec.read_text())["ssh"]
+    job = ["srun", "-p", PARTITION, f"-N{nodes}", "--ntasks-per-node=8", "--gres=npu:8", "--mpi=pmi2", HCCL_TEST,
+           "-p", "8", "-b", "8K", "-e", "64M", "-f", "2", "-d", "fp32", "-o", "sum"]
+    print(f"$ ssh {ssh['user']}@{controller_ip} {' '.join(job)}", flush=True)
+    subprocess.run(["ssh", "-i", ssh["private_key"], "-o", f"UserKnownHostsFile={ssh['known_hosts']}",
+                    "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"{ssh['user']}@{controller_ip}",
+                    *job], check=True)
 
 
 def main() -> int:
@@ -108,6 +129,9 @@ def main() -> int:
         banner("acceptance (stack output `acceptance`)")
         print(outputs["acceptance"])
         print(f"\naccepted: {', '.join(outputs['accepted_ids'])}", flush=True)
+        banner("the accepted nodes as a Slurm partition (stack output `slurm`), and a job run through it")
+        print(outputs["slurm"], flush=True)
+        npu_job(spec, outputs["private_ips"][0], len(outputs["accepted_ids"]))
         banner("destroy --unsubscribe: the stack's servers unsubscribed and deleted")
         run("destroy", str(spec), "--backend", backend, "--unsubscribe", env=env)
 

@@ -8,7 +8,8 @@
 3. order examples/onprem-ipmi/cluster.yaml directly through the driver (hosts claimed, powered on through their
    BMCs, SSH answering), show what the BMC simulators hold, release (powered off, returned to the pool)
 4. the same cluster as a Pulumi stack on the real engine: claim, power on, bootstrap over SSH, acceptance gate;
-   print the acceptance table; destroy
+   print the acceptance table, the accepted hosts as a Slurm partition (stack output `slurm`) and a job run through
+   it (srun all_reduce_perf); destroy
 5. stop everything it started
 
     .venv/bin/python tools/demo_pool.py
@@ -30,14 +31,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from demo import banner, run, run_json  # noqa: E402  (tools/demo.py, beside this file)
+from demo import DEMO_SCHEDULER, banner, run, run_json, slurm_job  # noqa: E402  (tools/demo.py, beside this file)
 
 EXAMPLE = ROOT / "examples" / "onprem-ipmi"
 PASSWORD_ENV = "COLO_A_BMC_PASSWORD"  # the example pool.yaml's credentials reference
 
 
 def copy_example(dest: Path, pool: Any, key: Path, known_hosts: Path) -> tuple[Path, Path]:
-    """examples/onprem-ipmi in ``dest``: pool.yaml describing the simulated pool, ssh paths into the temp folder."""
+    """examples/onprem-ipmi in ``dest``: pool.yaml describing the simulated pool, ssh paths into the temp folder,
+    and the demo's scheduler section (tools/demo.py DEMO_SCHEDULER) so `up` ends with a partition."""
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("venv", "*.claims.json*"))
     name = yaml.safe_load((EXAMPLE / "pool.yaml").read_text())["pool"]
     inventory = pool.inventory(pool=name)
@@ -50,7 +52,7 @@ def copy_example(dest: Path, pool: Any, key: Path, known_hosts: Path) -> tuple[P
         text, n = re.subn(rf"^(  {field}: )\S+", rf"\g<1>{value}", text, flags=re.M)
         if n != 1:
             raise SystemExit(f"{EXAMPLE}/cluster.yaml: no {field} line to point at the demo's key")
-    spec.write_text(text)
+    spec.write_text(text + DEMO_SCHEDULER)
     return spec, dest / "pool.yaml"
 
 
@@ -114,6 +116,9 @@ def main() -> int:
             print(outputs["acceptance"])
             print(f"\naccepted: {', '.join(outputs['accepted_ids'])}\nhostfile:\n{outputs['hostfile']}")
             print(f"power: {power_line(pool)}", flush=True)
+            banner("the accepted hosts as a Slurm partition (stack output `slurm`), and a job run through it")
+            print(outputs["slurm"], flush=True)
+            slurm_job(spec, outputs["private_ips"][0], len(outputs["accepted_ids"]))
             run("destroy", str(spec), "--backend", backend, "--driver-config", cfg, env=env)
             print(f"power: {power_line(pool)}")
             if any(pool.power(h.name) == "on" for h in pool.hosts) or driver.list_nodes("llm-colo"):

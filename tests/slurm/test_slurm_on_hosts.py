@@ -20,18 +20,24 @@ from metalfleet.bootstrap.inventory import Inventory
 from metalfleet.bootstrap.scheduler import SlurmSetup, join_slurm
 from metalfleet.bootstrap.ssh import SshConnection
 from metalfleet.testing.hosts.harness import HostFleet, start_hosts
+from metalfleet.testing.slurm import free_port_block
 
 from .test_real_slurm import require_slurm
 
-pytestmark = pytest.mark.requires_root("VM-mode hosts running real Slurm daemons")
+#: One fleet for the module, its tests in order on one worker (each starts from what the one before left).
+pytestmark = [pytest.mark.requires_root("VM-mode hosts running real Slurm daemons"),
+              pytest.mark.xdist_group("slurm-vm")]
 
 OFFERING = "fake.8xh100"
 OPTIONS = AcceptanceOptions(nccl_args=("-b", "1G", "-e", "2G", "-f", "2"))
 #: What the simulated hosts need: no writable cgroup filesystem there (processes tracked by /proc, tasks not
 #: bound), and slurmd is Debian's real one, which counts this machine's CPUs and memory rather than the simulated
 #: ones, so the definitions (from the simulated hosts' own facts) are taken as configured.
-SIM_SETTINGS = {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "SlurmctldPort": "26817",
+SIM_SETTINGS = {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none",
                 "SlurmdParameters": "config_overrides"}
+#: Ports of this worker's range (the hosts share this machine's network): the controller's, then one per node.
+PORTS = free_port_block(4)
+SETTINGS = {**SIM_SETTINGS, "SlurmctldPort": str(PORTS)}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +48,8 @@ def fleet() -> Iterator[HostFleet]:
         for h in f.hosts:
             with h.edit_state() as st:
                 st["packages"]["nvidia-driver-550"] = "550.90.07-0ubuntu1"
+        for i in range(len(f.hosts)):  # what the driver step leaves: the module loaded, its device files there
+            assert _ssh(f, i, ["sudo", "-n", "modprobe", "nvidia"]).rc == 0
         yield f
     finally:
         f.stop()
@@ -60,13 +68,11 @@ def _ssh(f: HostFleet, i: int, argv: list[str]) -> Any:
 
 def test_accepted_nodes_form_a_partition_and_run_a_job(fleet: HostFleet) -> None:
     inv = _inventory(fleet)
-    for i in range(3):  # what the driver step leaves: the module loaded, its device files there
-        assert _ssh(fleet, i, ["sudo", "-n", "modprobe", "nvidia"]).rc == 0
     report = run_acceptance(inv, options=OPTIONS)
     assert report.passed, [n.reason for n in report.failed]
-    ports = {h.name: 27001 + h.index for h in fleet.hosts}
+    ports = {h.name: PORTS + 1 + h.index for h in fleet.hosts}
     setup = SlurmSetup(cluster="sim", partition="gpu", controller=inv.hosts[0], munge_key=os.urandom(1024),
-                       settings=SIM_SETTINGS, ports=ports)
+                       settings=SETTINGS, ports=ports)
     outcome = join_slurm(inv, report, setup)
     assert outcome.ok, outcome.summary()
     assert {n: "+".join(sorted(s.flags)) for n, s in outcome.states.items()} == dict.fromkeys(ports, "IDLE")
@@ -93,9 +99,9 @@ def test_the_gate_drains_resumes_and_releases_nodes_in_slurm(fleet: HostFleet) -
     from metalfleet.bootstrap.scheduler import leave_slurm
 
     inv = _inventory(fleet)
-    ports = {h.name: 27001 + h.index for h in fleet.hosts}
+    ports = {h.name: PORTS + 1 + h.index for h in fleet.hosts}
     setup = SlurmSetup(cluster="sim", partition="gpu", controller=inv.hosts[0], munge_key=os.urandom(1024),
-                       settings=SIM_SETTINGS, ports=ports)
+                       settings=SETTINGS, ports=ports)
     first = join_slurm(inv, run_acceptance(inv, options=OPTIONS), setup)
     assert first.ok, first.summary()
     bad = fleet.hosts[2]
@@ -128,9 +134,9 @@ def test_the_health_check_drains_a_node_that_lost_a_gpu(fleet: HostFleet) -> Non
     inv = _inventory(fleet)
     for i in range(3):
         fleet.hosts[i].update_config(gpu={"count": 8})
-    ports = {h.name: 27001 + h.index for h in fleet.hosts}
+    ports = {h.name: PORTS + 1 + h.index for h in fleet.hosts}
     setup = SlurmSetup(cluster="sim", partition="gpu", controller=inv.hosts[0], munge_key=os.urandom(1024),
-                       settings=SIM_SETTINGS, ports=ports, health_interval=60)
+                       settings=SETTINGS, ports=ports, health_interval=60)
     outcome = join_slurm(inv, run_acceptance(inv, options=OPTIONS), setup)
     assert outcome.ok, outcome.summary()
     conf = _ssh(fleet, 0, ["cat", "/etc/slurm/slurm.conf"]).stdout.decode()
@@ -142,3 +148,4 @@ def test_the_health_check_drains_a_node_that_lost_a_gpu(fleet: HostFleet) -> Non
     sinfo = _ssh(fleet, 0, ["sinfo", "-R", "-h", "-o", "%N|%E"]).stdout.decode()
     assert "node1|metalfleet: health check: 7 of 8 GPUs answer" in sinfo, sinfo
     fleet.hosts[1].update_config(gpu={"count": 8})
+

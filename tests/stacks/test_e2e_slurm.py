@@ -21,15 +21,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("engine-aws"),
               pytest.mark.requires_root("the emulator's simulated hosts running Slurm")]
 
 CLUSTER = "llm-p5-slurm"
-SCHEDULER = """
+def _scheduler() -> str:
+    """The README's five lines, and the simulated hosts' settings (tools/demo.py says why), on free ports."""
+    from metalfleet.testing.slurm import free_port_block
+
+    base = free_port_block(3)
+    return f"""
 scheduler:
   kind: slurm
   partition: gpu
   controller:
     node: 0
-  node_port_base: 27201
-  settings: {ProctrackType: proctrack/linuxproc, TaskPlugin: task/none, SlurmdParameters: config_overrides,
-             SlurmctldPort: "26957"}
+  node_port_base: {base + 1}
+  settings: {{ProctrackType: proctrack/linuxproc, TaskPlugin: task/none, SlurmdParameters: config_overrides,
+             SlurmctldPort: "{base}"}}
 """
 
 
@@ -49,7 +54,7 @@ def test_one_up_ends_with_a_partition_a_job_runs_on_and_destroy_takes_it_down(
     operator: Path = request.getfixturevalue("key")
     project = _project(tmp_path, emulator, operator, name=CLUSTER)
     spec = project.path / "cluster.yaml"
-    spec.write_text(spec.read_text() + SCHEDULER)
+    spec.write_text(spec.read_text() + _scheduler())
     try:
         project.pulumi("up", "--yes", "--skip-preview")
         out = project.outputs()

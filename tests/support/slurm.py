@@ -111,6 +111,18 @@ def free_ports(n: int) -> list[int]:
     raise SlurmError(f"no {n} free ports in {_PORT_BASE}-{_PORT_BASE + _PORT_SPAN - 1}")
 
 
+def free_port_block(n: int) -> int:
+    """The first of ``n`` consecutive TCP ports free on every address, from this worker's range (for slurmd ports
+    given as a base plus the node's index, ``scheduler.node_port_base``)."""
+    for _ in range(50):
+        first = _PORT_BASE + random.randrange(_PORT_SPAN - n)
+        block = range(first, first + n)
+        if not any(p in _HANDED for p in block) and all(_port_free(p) for p in block):
+            _HANDED.update(block)
+            return first
+    raise SlurmError(f"no {n} consecutive free ports in {_PORT_BASE}-{_PORT_BASE + _PORT_SPAN - 1}")
+
+
 def local_nodes(n: int, prefix: str = "n") -> list[tuple[str, str, int]]:
     """``n`` nodes for a cluster on this machine: ``(name, address, port)`` with a loopback address of this
     worker's range (127.<200+worker>.<random>.<i+1>) and a free port each."""

@@ -357,12 +357,25 @@ def _daemon_start(unit: str) -> str | None:
         for d in ("/run/munge", "/var/lib/munge", "/var/log/munge"):
             os.makedirs(d, exist_ok=True)
         os.chmod("/run/munge", 0o755)
-    res = subprocess.run(list(argv), capture_output=True, text=True)
-    for _ in range(100):
+    log = f"/run/mf-{unit}.start.log"
+    with open(log, "w") as fh:  # a file, not a pipe: the forked daemon keeps what it inherits open
+        try:
+            res = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, timeout=30)
+            rc: int | str = res.returncode
+        except subprocess.TimeoutExpired:
+            rc = "still in the foreground after 30 s"
+    for _ in range(200):  # the daemon writes its pid file once it has forked (seconds on a busy machine)
         if _daemon_pid(unit) is not None:
             return None
-        time.sleep(0.05)
-    return (res.stderr or res.stdout).strip()[-400:] or f"{argv[0]} exited {res.returncode}"
+        time.sleep(0.1)
+    with open(log) as fh:
+        text = fh.read().strip()
+    own = {"slurmd": "/var/log/slurmd.log", "slurmctld": "/var/log/slurmctld.log",
+           "munge": "/var/log/munge/munged.log"}[unit]
+    if os.path.exists(own):  # what the daemon said after it forked
+        with open(own) as fh:
+            text += "\n" + "\n".join(fh.read().strip().splitlines()[-4:])
+    return text[-600:] or f"{argv[0]}: {rc}"
 NEEDS_REBOOT = ("nvidia-driver", "doca-ofed")
 
 
@@ -493,6 +506,24 @@ def gpu_devices(cfg: dict[str, Any]) -> None:
     gpu = cfg.get("gpu") or {}
     count = int(gpu.get("count") or 0) if gpu.get("vendor", "nvidia") == "nvidia" else 0
     for name in ["nvidiactl", *(f"nvidia{i}" for i in range(count))]:
+        path = os.path.join("/dev", name)
+        if not os.path.exists(path):
+            try:
+                open(path, "a").close()
+            except OSError:
+                return
+
+
+def npu_devices(cfg: dict[str, Any]) -> None:
+    """On a VM-mode host (its own /dev), the device files the installed Ascend driver gives (its .run package
+    loads the drivers; Huawei's container docs mount these): /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc
+    and one /dev/davinciN per simulated NPU, as regular files like gpu_devices' (Slurm's gres.conf File= of an
+    ``npu`` Gres names /dev/davinci[0-7]). Nothing elsewhere."""
+    if FS != "/" or not os.path.isdir("/dev"):
+        return
+    gpu = cfg.get("gpu") or {}
+    count = int(gpu.get("count") or 0) if gpu.get("vendor") == "ascend" else 0
+    for name in ["davinci_manager", "devmm_svm", "hisi_hdc", *(f"davinci{i}" for i in range(count))]:
         path = os.path.join("/dev", name)
         if not os.path.exists(path):
             try:
@@ -1690,6 +1721,11 @@ def cmd_mpirun(args: list[str]) -> int:
 # config.json ``gpu.hccs_link_gbs`` GB/s; peak bus bandwidth = links x link GB/s x E_HCCS, E_HCCS = 0.80 (an
 # assumption: no hccl_test capture exists here), algbw = busbw / (2(n-1)/n); a latency of 20 us (assumption)
 # ramps small sizes. Rows wobble by +-0.6%, deterministic per host and size.
+#
+# Launched by mpirun (the gate's probe: mpirun -n 8 ... -p 8) the shim runs once as rank 0 of the whole job. Launched
+# by Slurm (srun -N2 --ntasks-per-node=8 --gres=npu:8 --mpi=pmi2 ..., no mpirun: the ranks come from Slurm, as Open
+# MPI's PMI-2 launch has them) every task starts: the world is SLURM_NTASKS ranks over SLURM_NNODES nodes, and only
+# SLURM_PROCID 0 prints the table, as the tester prints from rank 0; the others check their node and exit.
 
 HCCL_TESTS = ("all_reduce_test", "all_gather_test", "reduce_scatter_test", "broadcast_test", "alltoall_test")
 #: Only all_reduce_test answers (the acceptance gate runs it); the others say they are not simulated.
@@ -1723,8 +1759,13 @@ def cmd_mf_hccl_test(args: list[str]) -> int:
     gpu = cfg.get("gpu") or {}
     npus = int(gpu.get("count") or 0)
     per_node = int(opts.get("p", "8"))
-    ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    if per_node > npus or ranks > per_node * max(1, len((os.environ.get("MF_MPI_NODES") or "x").split(","))):
+    srun = "OMPI_COMM_WORLD_SIZE" not in os.environ and "SLURM_PROCID" in os.environ
+    if srun:
+        ranks, n_nodes = int(os.environ.get("SLURM_NTASKS") or 1), int(os.environ.get("SLURM_NNODES") or 1)
+    else:
+        ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+        n_nodes = max(1, len((os.environ.get("MF_MPI_NODES") or "x").split(",")))
+    if per_node > npus or ranks > per_node * n_nodes:
         err(f"hccl_test: -p {per_node} NPUs per node, but this node has {npus} (npu-smi info)")
         return 1
     lo, hi = _parse_size(opts.get("b", "8K")), _parse_size(opts.get("e", "64M"))
@@ -1733,6 +1774,8 @@ def cmd_mf_hccl_test(args: list[str]) -> int:
     if lo is None or hi is None or dtype not in _HCCL_DTYPES or factor < 2:
         err(f"hccl_test: invalid sizes ({opts.get('b')}, {opts.get('e')}), data type {dtype!r} or factor {factor}")
         return 1
+    if srun and os.environ.get("SLURM_PROCID") != "0":
+        return 0
     n = max(ranks, 1)
     busbw = max(n - 1, 0) * float(gpu.get("hccs_link_gbs") or 0.0) * E_HCCS
     peak = busbw / (2 * (n - 1) / n) if n > 1 else 0.0
@@ -1821,14 +1864,17 @@ def cmd_mf_install(args: list[str]) -> int:
                 st["modules"].append("erdma")
         elif kind == "ascend-driver":
             _write(_f("usr", "local", "Ascend", "driver", "version.info"), f"Version={version}\n")
+            npu_devices(cfg)
         elif kind == "ascend-firmware":
             _write(_f("usr", "local", "Ascend", "firmware", "version.info"), f"Version={version}\n")
         elif kind == "ascend-cann":
             _write(_f("usr", "local", "Ascend", "ascend-toolkit", "latest", "aarch64-linux",
                       "ascend_toolkit_install.info"), f"package_name=Ascend-cann-toolkit\nversion={version}\n")
+            # this host's own shim by its path: a Slurm job's task carries the PATH of wherever it was submitted
+            shim = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "mf-hccl-test")
             for test in HCCL_TESTS:  # CANN's HCCL Performance Tester, built (tools/hccl_test/bin)
                 path = _f("usr", "local", "Ascend", "ascend-toolkit", "latest", "tools", "hccl_test", "bin", test)
-                _write(path, f'#!/bin/sh\nexec mf-hccl-test {test} "$@"\n')
+                _write(path, f'#!/bin/sh\nexec {shim} {test} "$@"\n')
                 os.chmod(path, 0o755)
     return 0
 
@@ -2232,6 +2278,8 @@ def boot(root: str, fs_root: str | None = None) -> None:
             pass
     if "nvidia" in read_state(root)["modules"]:
         gpu_devices(load_config(root))
+    if read_state(root)["installed"].get("ascend-driver"):
+        npu_devices(load_config(root))
     # enabled units with a real daemon come up with the host, munge first (slurmd authenticates through it)
     started = {u: _daemon_start(u) is None for u in sorted(REAL_DAEMONS, key=("munge", "slurmctld", "slurmd").index)
                if _real(u) and (read_state(root)["units"].get(u) or {}).get("enabled")}
