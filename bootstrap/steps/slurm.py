@@ -43,6 +43,25 @@ def _directory(ctx: StepContext, facts: FactValues, path: str) -> Action:
     return Command(("mkdir", "-p", ctx.path(path)), f"make {path}")
 
 
+def _daemon(ctx: StepContext, facts: FactValues, *, packages: Sequence[str], directory: str,
+            files: Mapping[str, str], executables: Sequence[str], service: str, what: str) -> Iterator[Action]:
+    """A Slurm daemon's plan: its packages, its state directory, its files, then the service (restarted only
+    when one of its files changed)."""
+    yield from packages_plan(manager(ctx, facts), facts, dict.fromkeys(packages), hold=False, what=what)
+    yield _directory(ctx, facts, directory)
+    hashes = FileHashes(tuple(ctx.path(p) for p in files))
+    uploads, changed = _files(ctx, facts, hashes, files, dict.fromkeys(executables, "0755"))
+    yield from uploads
+    yield from _service(facts, service, changed)
+
+
+def _daemon_facts(ctx: StepContext, packages: Sequence[str], directory: str, files: Mapping[str, str],
+                  service: str) -> list[Fact[Any]]:
+    pk = tuple(packages)
+    return [os_fact(ctx), PackageVersions("apt", pk), PackageVersions("dnf", pk),
+            FileHashes(tuple(ctx.path(p) for p in files)), SystemdUnits((service,)), PathsExist((ctx.path(directory),))]
+
+
 def _files(ctx: StepContext, facts: FactValues, hashes: FileHashes, files: Mapping[str, str],
            modes: Mapping[str, str]) -> tuple[list[Action], bool]:
     out: list[Action] = []
@@ -122,21 +141,15 @@ class SlurmNodeDaemon(Step[SlurmNodeSettings]):
 
     def facts(self, ctx: StepContext) -> Sequence[Fact[Any]]:
         s = self.settings
-        return [os_fact(ctx), PackageVersions("apt", s.packages), PackageVersions("dnf", s.packages),
-                FileHashes(tuple(ctx.path(p) for p in s.files)), SystemdUnits((s.service,)),
-                PathsExist((ctx.path(s.spool),))]
+        return _daemon_facts(ctx, s.packages, s.spool, s.files, s.service)
 
     def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         if not s.files:
             raise InvalidSpecError("slurmd needs its configuration files (slurm.conf at least)",
                                    field="bootstrap.overrides.slurmd.files", value=None)
-        yield from packages_plan(manager(ctx, facts), facts, dict.fromkeys(s.packages), hold=False, what="slurmd")
-        yield _directory(ctx, facts, s.spool)
-        hashes = FileHashes(tuple(ctx.path(p) for p in s.files))
-        uploads, changed = _files(ctx, facts, hashes, s.files, dict.fromkeys(s.executables, "0755"))
-        yield from uploads
-        yield from _service(facts, s.service, changed)
+        yield from _daemon(ctx, facts, packages=s.packages, directory=s.spool, files=s.files,
+                           executables=s.executables, service=s.service, what="slurmd")
 
 
 @dataclass(frozen=True)
@@ -167,18 +180,12 @@ class SlurmController(Step[SlurmControllerSettings]):
         s = self.settings
         if ctx.host.name != s.controller:
             return []
-        return [os_fact(ctx), PackageVersions("apt", (s.package,)), PackageVersions("dnf", (s.package,)),
-                FileHashes(tuple(ctx.path(p) for p in s.files)), SystemdUnits((s.service,)),
-                PathsExist((ctx.path(s.state_dir),))]
+        return _daemon_facts(ctx, (s.package,), s.state_dir, s.files, s.service)
 
     def actions(self, ctx: StepContext, facts: FactValues) -> Iterator[Action]:
         s = self.settings
         if ctx.host.name != s.controller:
             yield NoOp(f"the controller is {s.controller or 'elsewhere'}")
             return
-        yield from packages_plan(manager(ctx, facts), facts, {s.package: None}, hold=False, what="slurmctld")
-        yield _directory(ctx, facts, s.state_dir)
-        hashes = FileHashes(tuple(ctx.path(p) for p in s.files))
-        uploads, changed = _files(ctx, facts, hashes, s.files, dict.fromkeys(s.executables, "0755"))
-        yield from uploads
-        yield from _service(facts, s.service, changed)
+        yield from _daemon(ctx, facts, packages=(s.package,), directory=s.state_dir, files=s.files,
+                           executables=s.executables, service=s.service, what="slurmctld")

@@ -188,13 +188,18 @@ class state:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             if exc_type is None:
-                tmp = f"{self.path}.{os.getpid()}.tmp"
-                with open(tmp, "w") as fh:
-                    json.dump(self.st, fh, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
+                write_json(self.path, self.st)
                 write_views(self.st, self.root, self.fs_root)
         finally:
             self.lock.close()
+
+
+def write_json(path: str, data: Any) -> None:
+    """``data`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def read_state(root: str | None = None) -> dict[str, Any]:
@@ -1529,10 +1534,7 @@ class fabric_update:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             if exc_type is None:
-                tmp = f"{self.path}.{os.getpid()}.tmp"
-                with open(tmp, "w") as fh:
-                    json.dump(self.fab, fh, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
+                write_json(self.path, self.fab)
         finally:
             os.close(self.lock)
 
