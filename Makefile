@@ -57,7 +57,7 @@ test: venv engine clients sshd bmc-tools slurm lint wheel-check
 # make demo PROVIDER=alibaba|huawei|ipmi: the same flow on the local Alibaba ECS / Huawei BMS emulator or a simulated
 # IPMI/Redfish pool (default: aws).
 PROVIDER ?= aws
-demo: venv engine sshd bmc-tools
+demo: venv engine sshd bmc-tools slurm
 	$(PY) tools/demo.py --provider $(PROVIDER)
 
 clean:
