@@ -81,7 +81,9 @@ class SlurmPartitionProvider(ResourceProvider):
                 key = outs.pop(KEY)
                 return {**scrub_outputs(outs, props), KEY: key}  # KEY: a secret output, stored encrypted
 
-    def _setup(self, spec: ClusterSpec, full: dict[str, Any], key: str) -> tuple[Any, Any, list[Any]]:
+    def _setup(self, spec: ClusterSpec, full: dict[str, Any], key: str | None) -> tuple[Any, Any]:
+        """The nodes' inventory and the partition's set-up; ``key`` None where no key is needed (taking the
+        nodes out of service on delete)."""
         from metalfleet.bootstrap.inventory import Host, hosts_from_spec
         from metalfleet.bootstrap.scheduler import SlurmSetup
         from metalfleet.providers.fleet import resolve_offering
@@ -111,11 +113,11 @@ class SlurmPartitionProvider(ResourceProvider):
         base = sched.node_port_base
         ports = {h.name: base + i for i, h in enumerate(inv.hosts)} if base else {}
         setup = SlurmSetup(cluster=spec.name, partition=sched.partition_name(spec.name), controller=controller,
-                           munge_key=base64.b64decode(key), settings=dict(sched.settings),
+                           munge_key=base64.b64decode(key) if key else b"", settings=dict(sched.settings),
                            features=tuple(sched.features), ports=ports,
                            health_interval=sched.health_check.interval_s
                            if sched.health_check and sched.health_check.enabled else None)
-        return inv, setup, nodes
+        return inv, setup
 
     def _join(self, props: dict[str, Any], full: dict[str, Any], kept: str | None) -> dict[str, Any]:
         from metalfleet.bootstrap.scheduler import join_slurm
@@ -123,7 +125,7 @@ class SlurmPartitionProvider(ResourceProvider):
 
         spec = parse_spec(full["spec"], "scheduler resource input")
         key = resolve_munge_key(spec, (full.get("munge") or {}).get("key"), kept)
-        inv, setup, _nodes = self._setup(spec, full, key)
+        inv, setup = self._setup(spec, full, key)
         gates = [GateNode.from_dict(g) for g in full.get("gate_nodes") or []]
         outcome = join_slurm(inv, gates, setup)
         if not outcome.ok:
@@ -153,8 +155,7 @@ class SlurmPartitionProvider(ResourceProvider):
             with private_key_file(full["spec"]) as spec_dict:
                 spec = parse_spec(spec_dict, "scheduler resource state", check_references=False)
                 try:
-                    inv, setup, _ = self._setup(spec, {**full, "spec": spec_dict}, props.get(KEY) or
-                                                base64.b64encode(b"\0" * 32).decode())
+                    inv, setup = self._setup(spec, {**full, "spec": spec_dict}, None)
                     leave_slurm(setup.controller, list(props.get("nodes_in") or []), ssh=inv.ssh)
                 except MetalfleetError as exc:  # the machines go anyway: say so, do not block the destroy
                     pulumi.log.warn(f"slurm: could not take the nodes out of service first: {exc.message}")
