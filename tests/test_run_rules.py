@@ -49,3 +49,36 @@ def test_skips_allowed_only_when_asked(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "a skip is a failure here" not in res.stdout
 
+
+
+GROUPED = '''
+import pytest
+
+pytestmark = pytest.mark.xdist_group("one")
+
+def test_a():
+    pass
+
+def test_b():
+    pass
+
+def test_c():
+    pass
+
+def test_d():
+    pass
+'''
+
+
+def test_xdist_groups_keep_their_tests_on_one_worker(tmp_path: Path) -> None:
+    """``make test`` runs ``--dist loadgroup``: tests that share a fleet or an engine (xdist_group) must land on one
+    worker. A pytest whose node ids pytest-xdist cannot tag drops every group silently (pytest 9.2 with xdist 3.8)."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-v", "-n", "2", "--dist", "loadgroup", "-p",
+                          "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    passed = [line for line in res.stdout.splitlines() if " PASSED " in line]
+    assert len({line.split("]")[0] for line in passed}) == 1, res.stdout  # one worker ran them all
+    assert len(passed) == 4 and all(line.endswith("@one ") or line.endswith("@one") for line in passed), res.stdout
