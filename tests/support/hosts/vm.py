@@ -3,9 +3,9 @@
 A VM-mode host serves SSH from private namespaces (see vminit.py): the root filesystem is an
 overlay of this machine's "/" (read-only underneath) with the host's own upper layer (a tmpfs
 "disk"), ``/tmp`` and ``/run`` are private tmpfs, ``/dev`` is minimal, ``/proc`` holds the shims'
-views (mounts, mdstat, boot_id; there is no kernel procfs inside), ``/etc`` says Ubuntu 22.04 and
-has the host's name, users, sshd config and host key, and the host's sandbox (config.json,
-state.json, log/) is bind-mounted at its own path so the harness and the shims share it (the shims
+views (mounts, mdstat, boot_id; the kernel procfs of its own processes is at /run/mf-sim/proc),
+``/etc`` says Ubuntu 22.04 and has the host's name, users, sshd config and host key, and the host's
+sandbox (config.json, state.json, log/) is bind-mounted at its own path so the harness and the shims share it (the shims
 get ``MF_FS_ROOT=/``). Product code uses ``Host.fs_root = "/"`` (as ``hosts_from_spec`` builds it):
 ``/etc/nccl.conf``, ``/etc/fstab``, ``/opt/...``, mount points all land in the host's upper layer
 (:meth:`VmHost.upper`), never on this machine. Port 22 of the host's address is bound by the

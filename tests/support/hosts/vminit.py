@@ -13,13 +13,15 @@ Standard library only (it runs under the system python with -I -S). What it does
    boot_id; no kernel procfs), and bind mounts of the shim state dir, the shim bin dir and the
    fixtures at their own paths. Then ``pivot_root`` into it and the old root is detached: nothing
    of this machine but the overlay's lower layer is reachable from inside.
-4. ``up``: a new user namespace (uid/gid map 0..2^32-2 identical, so files keep their owners,
-   but no capability outside it: no mounts, modules, devices, sysctls or network changes) and a
-   new PID namespace whose pid 1 (a small reaper) runs the shims' boot when asked and then serves
-   SSH inetd-style: it accepts on the host's address (bound here, outside, since port 22 needs a
-   privilege the namespace lacks) and runs ``sshd -i`` per connection. ``down``: SIGKILL to that
-   pid 1 takes every process of the host with it (all sessions) and closes the listening socket
-   (connections are refused, as from a host that is off); ``/run`` is emptied; the disk (upper
+4. ``up``: a new PID namespace whose pid 1 (a small reaper) mounts that namespace's kernel procfs at
+   ``/run/mf-sim/proc`` (the host's own processes only; ``/proc`` stays the shims' views, and the shim
+   binds this one on /proc for a real Slurm daemon, in a mount namespace of the daemon's own), then
+   enters a new user namespace (uid/gid map 0..2^32-2 identical, so files keep their owners, but no
+   capability outside it: no mounts, modules, devices, sysctls or network changes), runs the shims'
+   boot when asked and then serves SSH inetd-style: it accepts on the host's address (bound here,
+   outside, since port 22 needs a privilege the namespace lacks) and runs ``sshd -i`` per connection.
+   ``down``: SIGKILL to that pid 1 takes every process of the host with it (all sessions) and closes
+   the listening socket (connections are refused, as from a host that is off); ``/run`` is emptied; the disk (upper
    layer) stays, as on a reboot.
 
 Control: one command per line on stdin, one answer per line on stdout::
@@ -75,6 +77,11 @@ SO_ATTACH_FILTER = 26
 SO_DETACH_FILTER = 27
 SKF_NET_OFF = -0x100000  # classic BPF: offsets relative to the network (IP) header
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), 155)
+#: The kernel's procfs of the host's own PID namespace (its processes only), mounted by its pid 1 on every ``up``.
+#: ``/proc`` stays the shims' views (what the steps read); a real daemon that needs /proc/<pid> (configless slurmd
+#: reads its fetched config through /proc/self/fd) is started by the shim in a mount namespace of its own with
+#: this one bound on /proc (mfshim._real_proc).
+REAL_PROC = "/run/mf-sim/proc"
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -263,8 +270,11 @@ class Machine:
             self.listener = None
 
     def _up(self, boot: bool) -> int:
-        r1, w1 = os.pipe()  # holder -> us: "in the user namespace"
-        r2, w2 = os.pipe()  # us -> holder: "mapped"
+        # Order: the holder (still this machine's root) makes the PID namespace; its fork, the host's pid 1,
+        # mounts that namespace's procfs at REAL_PROC (this machine's privilege is needed for that mount), then
+        # enters a new user namespace, whose id maps we write from here; only then does it drop to the host's root.
+        r1, w1 = os.pipe()  # reaper -> us: "in the user namespace"
+        r2, w2 = os.pipe()  # us -> reaper: "mapped"
         r3, w3 = os.pipe()  # holder -> us: the reaper's pid
         holder = os.fork()
         if holder == 0:  # ---------------------------------------------- holder
@@ -277,18 +287,18 @@ class Machine:
                 os.dup2(null, 1)
                 os.close(null)
                 libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-                unshare(CLONE_NEWUSER | CLONE_NEWPID)
-                os.write(w1, b"u")
-                if os.read(r2, 1) != b"m":
-                    os._exit(3)
-                os.setresgid(0, 0, 0)
-                os.setgroups([0])
-                os.setresuid(0, 0, 0)
+                unshare(CLONE_NEWPID)
                 reaper = os.fork()
                 if reaper == 0:
-                    os.close(w1)
                     os.close(w3)
+                    try:
+                        self._enter(r2, w1)
+                    except BaseException as exc:
+                        sys.stderr.write(f"vminit pid 1: {exc}\n")
+                        os._exit(2)
                     self._reaper(boot)  # never returns
+                os.close(w1)
+                os.close(r2)
                 if self.listener is not None:
                     self.listener.close()
                 os.write(w3, str(reaper).encode())
@@ -302,27 +312,43 @@ class Machine:
         os.close(r2)
         os.close(w3)
         try:
+            data = b""
+            while chunk := os.read(r3, 64):
+                data += chunk
+            if not data:
+                raise RuntimeError("the host's pid 1 did not start")
+            reaper = int(data)  # the holder is still in our PID namespace: its fork's pid is ours too
             if os.read(r1, 1) != b"u":
-                raise RuntimeError("the holder process did not enter its user namespace")
+                raise RuntimeError("the host's pid 1 did not enter its user namespace")
             ident = "0 0 4294967295\n"
             for fname in ("uid_map", "gid_map"):
-                fd = os.open(f"{holder}/{fname}", os.O_WRONLY, dir_fd=self.proc_fd)
+                fd = os.open(f"{reaper}/{fname}", os.O_WRONLY, dir_fd=self.proc_fd)
                 try:
                     os.write(fd, ident.encode())
                 finally:
                     os.close(fd)
             os.write(w2, b"m")
-            data = b""
-            while chunk := os.read(r3, 64):
-                data += chunk
-            if not data:
-                raise RuntimeError("the reaper did not start")
         finally:
             for fd in (r1, w2, r3):
                 os.close(fd)
         self.holder = holder
-        self.reaper = int(data)  # the holder is still in our PID namespace: its fork's pid is ours too
+        self.reaper = reaper
         return self.reaper
+
+    @staticmethod
+    def _enter(mapped: int, ready: int) -> None:
+        """In the host's pid 1, still this machine's root: its own procfs, then its user namespace."""
+        os.makedirs(REAL_PROC, mode=0o555, exist_ok=True)
+        mount("proc", REAL_PROC, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        unshare(CLONE_NEWUSER)
+        os.write(ready, b"u")
+        os.close(ready)
+        if os.read(mapped, 1) != b"m":
+            os._exit(3)
+        os.close(mapped)
+        os.setresgid(0, 0, 0)
+        os.setgroups([0])
+        os.setresuid(0, 0, 0)
 
     def _reaper(self, boot: bool) -> None:
         """pid 1 of the host: boot, then ``sshd -i`` per connection; orphans reaped by the kernel."""

@@ -312,18 +312,100 @@ PACKAGE_UNITS = {
     "slurmctld": ["slurmctld"],
 }
 #: Units whose daemon is real: on a VM-mode host (its own "/", MF_FS_ROOT=/) starting the unit starts the
-#: Debian binary as its systemd unit would (Type=forking: the daemon forks and writes its pid file), so the
-#: Slurm the steps set up really runs. munged runs as the host's root (``--force``), where Debian's unit runs it
-#: as User=munge; elsewhere (a sandbox host) the unit is state only, as for every other unit.
+#: Debian binary, so the Slurm the steps set up really runs. slurmd and slurmctld start as their unit says: the
+#: ExecStart of Debian's unit file, as drop-ins in /etc/systemd/system/<unit>.service.d/ override it (``ExecStart=``
+#: empty resets it, ``$VAR`` from the EnvironmentFile), and only when its ConditionPathExists holds (else, as
+#: systemd does, the start "succeeds" and nothing runs: Debian's slurmd.service wants /etc/slurm/slurm.conf, which
+#: a configless node does not have unless a drop-in resets the condition). munged runs as the host's root
+#: (``--force``) where Debian's unit runs it as User=munge. Elsewhere (a sandbox host) the unit is state only.
 REAL_DAEMONS: dict[str, tuple[tuple[str, ...], str]] = {
     "munge": (("/usr/sbin/munged", "--force"), "/run/munge/munged.pid"),
     "slurmd": (("/usr/sbin/slurmd",), "/run/slurmd.pid"),
     "slurmctld": (("/usr/sbin/slurmctld",), "/run/slurmctld.pid"),
 }
+#: The host's own kernel procfs (vminit.py REAL_PROC); a Slurm daemon gets it as /proc (configless slurmd reads its
+#: fetched config through /proc/self/fd; slurmstepd reads /proc/<pid>/stat) in a mount namespace of its own.
+REAL_PROC = "/run/mf-sim/proc"
+UNIT_DIRS = ("/lib/systemd/system", "/usr/lib/systemd/system")
 
 
 def _real(unit: str) -> bool:
     return unit in REAL_DAEMONS and FS == "/" and os.path.exists(REAL_DAEMONS[unit][0][0])
+
+
+def _unit_file(unit: str) -> dict[str, list[str]]:
+    """``Section.Key`` -> values of the unit file and its drop-ins, in order (an empty value resets the list)."""
+    import glob
+
+    paths = [p for d in UNIT_DIRS for p in [f"{d}/{unit}.service"] if os.path.exists(p)][:1]
+    paths += sorted(glob.glob(f"/etc/systemd/system/{unit}.service.d/*.conf"))
+    keys: dict[str, list[str]] = {}
+    for path in paths:
+        section = ""
+        with open(path) as fh:
+            lines = fh.read().replace("\\\n", " ").splitlines()
+        for raw in lines:
+            line = raw.strip()
+            if not line or line[0] in "#;":
+                continue
+            if line.startswith("["):
+                section = line.strip("[]")
+                continue
+            key, _, value = line.partition("=")
+            values = keys.setdefault(f"{section}.{key.strip()}", [])
+            if value.strip():
+                values.append(value.strip())
+            else:
+                values.clear()
+    return keys
+
+
+def _unit_argv(unit: str) -> tuple[list[str] | None, str]:
+    """The command the unit runs (None: a start condition fails) and why not."""
+    import re
+    import shlex
+
+    keys = _unit_file(unit)
+    for path in keys.get("Unit.ConditionPathExists", []):
+        negate = path.startswith("!")
+        if os.path.exists(path.lstrip("!")) == negate:
+            return None, f"start condition unmet: ConditionPathExists={path}"
+    env: dict[str, str] = {}
+    for ref in keys.get("Service.EnvironmentFile", []):
+        try:
+            with open(ref.lstrip("-")) as fh:
+                for line in fh:
+                    k, eq, v = line.strip().partition("=")
+                    if eq and not k.startswith("#"):
+                        env[k.strip()] = shlex.split(v)[0] if v.strip() else ""
+        except OSError:
+            if not ref.startswith("-"):
+                return None, f"cannot read EnvironmentFile {ref}"
+    starts = keys.get("Service.ExecStart", [])
+    if not starts:
+        return None, "the unit has no ExecStart"
+    argv: list[str] = []
+    for word in shlex.split(starts[-1].replace("%%", "%")):
+        whole = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
+        if whole:  # $VAR alone: split at whitespace (systemd.service(5), "Command lines")
+            argv += env.get(whole.group(1), "").split()
+        else:
+            argv.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word))
+    return [a for a in argv if a], ""
+
+
+def _real_proc() -> None:
+    """preexec for a Slurm daemon: a mount namespace of its own whose /proc is the host's real procfs."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if libc.mount(None, b"/", None, (1 << 18) | 16384, None) != 0:  # MS_PRIVATE | MS_REC
+        raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
+    if libc.mount(REAL_PROC.encode(), b"/proc", None, 4096 | 16384, None) != 0:  # MS_BIND | MS_REC
+        raise OSError(ctypes.get_errno(), f"mount --bind {REAL_PROC} /proc")
 
 
 def _daemon_pid(unit: str) -> int | None:
@@ -351,36 +433,55 @@ def _daemon_stop(unit: str) -> None:
 
 
 def _daemon_start(unit: str) -> str | None:
-    """Start the unit's daemon (it forks); None once its pid file names a live process, else why not."""
+    """Start the unit's daemon; None once its pid file names a live process (or, as systemd has it, when a start
+    condition fails: then nothing runs), else why not."""
     import subprocess
 
     if _daemon_pid(unit) is not None:
         return None
     argv, pidfile = REAL_DAEMONS[unit]
     os.makedirs(os.path.dirname(pidfile), exist_ok=True)
+    proc = None
     if unit == "munge":
         for d in ("/run/munge", "/var/lib/munge", "/var/log/munge"):
             os.makedirs(d, exist_ok=True)
         os.chmod("/run/munge", 0o755)
+    else:
+        cmd, why = _unit_argv(unit)
+        if cmd is None:
+            if why.startswith("start condition"):
+                return None
+            return why
+        argv = tuple(cmd)
     log = f"/run/mf-{unit}.start.log"
-    with open(log, "w") as fh:  # a file, not a pipe: the forked daemon keeps what it inherits open
+    rc: int | str | None = None
+    with open(log, "w") as fh:  # a file, not a pipe: the daemon keeps what it inherits open
         try:
-            res = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, timeout=30)
-            rc: int | str = res.returncode
+            if unit == "munge":  # Type=forking: it forks and writes its pid file
+                rc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, timeout=30).returncode
+            else:  # Type=simple (-D): it stays in the foreground, in a session of its own
+                proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+                                        start_new_session=True,
+                                        preexec_fn=_real_proc if os.path.isdir(f"{REAL_PROC}/self") else None)
         except subprocess.TimeoutExpired:
             rc = "still in the foreground after 30 s"
-    for _ in range(200):  # the daemon writes its pid file once it has forked (seconds on a busy machine)
+        except OSError as exc:
+            rc = str(exc)
+    for _ in range(200):  # the daemon writes its pid file once it runs (seconds on a busy machine)
         if _daemon_pid(unit) is not None:
             return None
+        if proc is not None and proc.poll() is not None:
+            rc = proc.returncode
+            break
         time.sleep(0.1)
     with open(log) as fh:
         text = fh.read().strip()
     own = {"slurmd": "/var/log/slurmd.log", "slurmctld": "/var/log/slurmctld.log",
            "munge": "/var/log/munge/munged.log"}[unit]
-    if os.path.exists(own):  # what the daemon said after it forked
+    if os.path.exists(own):  # what the daemon said after it started
         with open(own) as fh:
             text += "\n" + "\n".join(fh.read().strip().splitlines()[-4:])
-    return text[-600:] or f"{argv[0]}: {rc}"
+    return text[-600:] or f"{' '.join(argv)}: {rc}"
 NEEDS_REBOOT = ("nvidia-driver", "doca-ofed")
 
 
@@ -595,7 +696,7 @@ def cmd_systemctl(args: list[str]) -> int:
                             return 1
                     s["active"] = True
         return 0
-    if verb == "stop":
+    if verb == "stop" or (verb == "disable" and "--now" in rest):
         with state() as st:
             for u in units:
                 s = st["units"].get(u)
@@ -603,6 +704,16 @@ def cmd_systemctl(args: list[str]) -> int:
                     if _real(u):
                         _daemon_stop(u)
                     s["active"] = False
+                    if verb == "disable":
+                        s["enabled"] = False
+        return 0
+    if verb == "disable":
+        with state() as st:
+            for u in units:
+                s = st["units"].get(u)
+                if s is not None and s["enabled"]:
+                    s["enabled"] = False
+                    out(f"Removed /etc/systemd/system/multi-user.target.wants/{u}.service.\n")
         return 0
     if verb in ("is-active", "is-enabled"):
         st = read_state()
