@@ -30,7 +30,11 @@ __all__ = [
     "NodeResources",
     "NodeState",
     "SlurmNode",
+    "create_argv",
+    "create_tokens",
+    "delete_argv",
     "drain_argv",
+    "dynamic_conf",
     "gres_conf",
     "gres_type",
     "health_check_script",
@@ -39,6 +43,7 @@ __all__ = [
     "parse_nodes",
     "partition_line",
     "plan_sync",
+    "record_drift",
     "remove_argv",
     "resume_argv",
     "task_prolog",
@@ -238,6 +243,67 @@ def partition_line(name: str, nodes: Sequence[SlurmNode], *, default: bool = Tru
     return f"PartitionName={name} Nodes={members} Default={'YES' if default else 'NO'} MaxTime=INFINITE State=UP\n"
 
 
+# --------------------------------------------------------------------------------------------
+# Joining a controller that exists: dynamic nodes (Slurm 22.05+, https://slurm.schedmd.com/dynamic_nodes.html)
+
+#: The node keys ``slurmd -Z --conf`` takes (slurmd(8): "NodeName and Port are not supported").
+DYNAMIC_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory", "Gres",
+                "Feature")
+
+
+def create_tokens(n: SlurmNode) -> list[str]:
+    """The node's definition for ``scontrol create`` ("the same NodeName line that you would define in the
+    slurm.conf ... Only State=CLOUD and State=FUTURE are supported"): FUTURE until its slurmd registers. Created
+    before slurmd starts, it carries the address metalfleet knows (a registration alone takes the connection's)."""
+    c = n.cpu
+    parts = [f"NodeName={n.name}", f"NodeAddr={n.address}", f"NodeHostname={n.hostname or n.name}",
+             f"CPUs={c.cpus}", "Boards=1", f"SocketsPerBoard={c.sockets}", f"CoresPerSocket={c.cores_per_socket}",
+             f"ThreadsPerCore={c.threads_per_core}", f"RealMemory={c.memory_mib}"]
+    if n.gres:
+        parts.append("Gres=" + ",".join(g.spec() for g in n.gres))
+    if n.features:
+        parts.append("Feature=" + ",".join(n.features))
+    return [*parts, "State=FUTURE"]
+
+
+def create_argv(tokens: Sequence[str]) -> list[str]:
+    return ["scontrol", "create", *tokens]
+
+
+def dynamic_conf(tokens: Sequence[str]) -> str:
+    """``slurmd -Z --conf`` from the create tokens: the same resources and features, in the same words."""
+    return " ".join(t for t in tokens if t.partition("=")[0] in DYNAMIC_KEYS)
+
+
+def delete_argv(name: str) -> list[str]:
+    """Forget a dynamic node ("Only dynamic nodes that have no running jobs and that are not part of a reservation
+    can be deleted")."""
+    return ["scontrol", "delete", f"nodename={name}"]
+
+
+#: scontrol's field for each create key, to compare a record with what it should be.
+_SHOWN = {"NodeAddr": "NodeAddr", "NodeHostname": "NodeHostName", "CPUs": "CPUTot", "RealMemory": "RealMemory",
+          "SocketsPerBoard": "Sockets", "CoresPerSocket": "CoresPerSocket", "ThreadsPerCore": "ThreadsPerCore",
+          "Gres": "Gres", "Feature": "AvailableFeatures"}
+
+
+def record_drift(tokens: Sequence[str], record: NodeState) -> tuple[list[str], list[str]]:
+    """How the controller's record differs from the create tokens: (address keys, resource keys). Addresses can be
+    updated in place; resources of a dynamic node only by deleting and creating it again."""
+    want = dict(t.split("=", 1) for t in tokens)
+    addr: list[str] = []
+    res: list[str] = []
+    for key, shown in _SHOWN.items():
+        if key not in want:
+            continue
+        have = record.fields.get(shown, "")
+        same = sorted(have.split(",")) == sorted(want[key].split(",")) if key in ("Gres", "Feature") \
+            else have == want[key]
+        if not same:
+            (addr if key in ("NodeAddr", "NodeHostname") else res).append(f"{key}: {have or '-'} -> {want[key]}")
+    return addr, res
+
+
 def gres_conf(nodes: Sequence[SlurmNode]) -> str:
     """One line per node and resource: what each device file is (Slurm binds jobs to them)."""
     lines = [f"NodeName={n.name} Name={g.name} Type={g.type}" + (f" File={g.files}" if g.files else f" Count={g.count}")
@@ -294,6 +360,12 @@ class NodeState:
     reason: str | None = None
     gres: str | None = None
     features: tuple[str, ...] = ()
+    #: Every ``Key=Value`` of its line (NodeAddr, CPUTot, RealMemory, Partitions ...).
+    fields: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        return tuple(p for p in self.fields.get("Partitions", "").split(",") if p and p != "(null)")
 
     @property
     def drained(self) -> bool:
@@ -327,15 +399,17 @@ def parse_nodes(text: str) -> dict[str, NodeState]:
         reason = re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", fields["Reason"]) if "Reason" in fields else None
         feats = fields.get("AvailableFeatures") or fields.get("ActiveFeatures") or ""
         out[name] = NodeState(name, frozenset(w for w in re.split(r"[+*]", fields.get("State", "")) if w),
-                              reason, fields.get("Gres"), tuple(f for f in feats.split(",") if f and f != "(null)"))
+                              reason, fields.get("Gres"), tuple(f for f in feats.split(",") if f and f != "(null)"),
+                              fields)
     return out
 
 
 def plan_sync(current: Mapping[str, NodeState], *, accepted: Iterable[str], quarantined: Mapping[str, str],
-              released: Iterable[str] = ()) -> list[list[str]]:
+              released: Iterable[str] = (), delete: bool = False) -> list[list[str]]:
     """The scontrol calls that make Slurm agree with the gate: a quarantined node drained with its reason, an
     accepted node that metalfleet drained before resumed (an operator's drain is left alone), a released node
-    taken out before its machine goes. Nothing for a node already as it should be, so a second run is empty."""
+    taken out before its machine goes (``delete``: and then forgotten, as a dynamic node on a controller that
+    is not metalfleet's must be). Nothing for a node already as it should be, so a second run is empty."""
     calls: list[list[str]] = []
     for name, why in quarantined.items():
         st = current.get(name)
@@ -350,6 +424,8 @@ def plan_sync(current: Mapping[str, NodeState], *, accepted: Iterable[str], quar
         st = current.get(name)
         if st is not None and not ("DOWN" in st.flags and st.ours):
             calls.append(remove_argv(name))
+        if st is not None and delete:
+            calls.append(delete_argv(name))
     return calls
 
 

@@ -445,6 +445,14 @@ class SchedulerSpec(_Strict):
         if (self.controller is None) == (self.join is None):
             raise _bad("", "controller and join" if self.controller else "neither controller nor join",
                        "give exactly one of controller (metalfleet stands it up) or join (an existing controller)")
+        if self.join is not None:  # the controller's slurm.conf is the site's: nothing of it is metalfleet's to set
+            health = bool(self.health_check and self.health_check.enabled)
+            for name, given in (("settings", bool(self.settings)), ("health_check", health),
+                                ("node_port_base", self.node_port_base is not None)):
+                if given:
+                    raise _bad(f".{name}", name, f"{name} is written into a slurm.conf metalfleet stands up; joining "
+                               "a controller that exists, its slurm.conf is the site's (dynamic nodes all listen on "
+                               "its SlurmdPort)")
         ref = self._munge_ref()
         if ref is not None:
             at = ".join.munge_key" if self.join else ".controller.munge_key"

@@ -82,8 +82,8 @@ class SlurmPartitionProvider(ResourceProvider):
                 return {**scrub_outputs(outs, props), KEY: key}  # KEY: a secret output, stored encrypted
 
     def _setup(self, spec: ClusterSpec, full: dict[str, Any], key: str | None) -> tuple[Any, Any]:
-        """The nodes' inventory and the partition's set-up; ``key`` None where no key is needed (taking the
-        nodes out of service on delete)."""
+        """The nodes' inventory and the partition's set-up (a controller to stand up, or the one ``scheduler.join``
+        names); ``key`` None where no key is needed (taking the nodes out of service on delete)."""
         from metalfleet.bootstrap.inventory import Host, hosts_from_spec
         from metalfleet.bootstrap.scheduler import SlurmSetup
         from metalfleet.providers.fleet import resolve_offering
@@ -91,13 +91,18 @@ class SlurmPartitionProvider(ResourceProvider):
 
         sched = spec.scheduler
         assert sched is not None
-        if sched.join is not None:
-            raise InvalidSpecError("scheduler.join: joining a controller that exists is not built yet; stand one up "
-                                   "with scheduler.controller (node: N or host: ADDRESS)", field="scheduler.join",
-                                   value=sched.join.address)
         driver = get_driver(spec.provider, **{"region": spec.region, **(full.get("driver_config") or {})})
         nodes = sorted((node_from_input(n) for n in full["nodes"]), key=lambda n: node_index(n, 0))
         inv = hosts_from_spec(spec, nodes, resolve_offering(driver, spec))
+        features = tuple(sched.features)
+        munge = base64.b64decode(key) if key else b""
+        endpoint = sched.join_endpoint()
+        if endpoint is not None:  # a controller that exists: the nodes join it as dynamic nodes
+            host, port = endpoint
+            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            return inv, SlurmSetup(cluster=spec.name, partition=sched.partition_name(spec.name), controller=None,
+                                   munge_key=munge, features=features, join=address)
+        controller: Host
         idx = sched.controller_node_index()
         if idx is not None:
             by_index = {node_index(n, -1): h for n, h in zip(nodes, inv.hosts, strict=True)}
@@ -106,15 +111,14 @@ class SlurmPartitionProvider(ResourceProvider):
                                        "index", field="scheduler.controller.node", value=idx)
             controller = by_index[idx]
         else:
-            address = sched.controller.host if sched.controller else None
-            assert address
-            controller = Host(name=address.split(".")[0], address=address, port=spec.ssh.port, user=spec.ssh.user,
+            ctl_host = sched.controller.host if sched.controller else None
+            assert ctl_host
+            controller = Host(name=ctl_host.split(".")[0], address=ctl_host, port=spec.ssh.port, user=spec.ssh.user,
                               key=spec.ssh.private_key, bastion=spec.ssh.bastion)
         base = sched.node_port_base
         ports = {h.name: base + i for i, h in enumerate(inv.hosts)} if base else {}
         setup = SlurmSetup(cluster=spec.name, partition=sched.partition_name(spec.name), controller=controller,
-                           munge_key=base64.b64decode(key) if key else b"", settings=dict(sched.settings),
-                           features=tuple(sched.features), ports=ports,
+                           munge_key=munge, settings=dict(sched.settings), features=features, ports=ports,
                            health_interval=sched.health_check.interval_s
                            if sched.health_check and sched.health_check.enabled else None)
         return inv, setup
@@ -130,7 +134,8 @@ class SlurmPartitionProvider(ResourceProvider):
         outcome = join_slurm(inv, gates, setup)
         if not outcome.ok:
             raise MetalfleetError(f"cluster {spec.name}: the Slurm partition was not made:\n{outcome.summary()}")
-        return {**props, "partition": setup.partition, "controller": setup.controller.address,
+        return {**props, "partition": setup.partition,
+                "controller": setup.join or setup.controller_host().address,
                 "nodes_in": [n.name for n in outcome.nodes], "summary": outcome.summary(), KEY: key}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -148,7 +153,7 @@ class SlurmPartitionProvider(ResourceProvider):
         return UpdateResult(outs=self._run(news, olds.get(KEY)))
 
     def delete(self, id: str, props: dict[str, Any]) -> None:
-        from metalfleet.bootstrap.scheduler import leave_slurm
+        from metalfleet.bootstrap.scheduler import leave_joined, leave_slurm
 
         with guarded(props):
             full = reveal(props)
@@ -156,7 +161,12 @@ class SlurmPartitionProvider(ResourceProvider):
                 spec = parse_spec(spec_dict, "scheduler resource state", check_references=False)
                 try:
                     inv, setup = self._setup(spec, {**full, "spec": spec_dict}, None)
-                    leave_slurm(setup.controller, list(props.get("nodes_in") or []), ssh=inv.ssh)
+                    names = list(props.get("nodes_in") or [])
+                    if setup.join is not None:  # dynamic nodes: stopped and deleted from the site's controller
+                        by_name = {h.name: h for h in inv.hosts}
+                        leave_joined({n: by_name[n] for n in names if n in by_name}, ssh=inv.ssh)
+                    else:
+                        leave_slurm(setup.controller_host(), names, ssh=inv.ssh)
                 except MetalfleetError as exc:  # the machines go anyway: say so, do not block the destroy
                     pulumi.log.warn(f"slurm: could not take the nodes out of service first: {exc.message}")
 

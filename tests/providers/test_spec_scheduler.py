@@ -132,6 +132,12 @@ def test_a_given_health_check_section_is_on() -> None:
     ({"kind": "slurm", "controller": {"node": 0}, "health_check": {"interval_s": 86401}},
      "scheduler.health_check.interval_s", 86401, "less than or equal to 86400"),
     ({"kind": "slurm", "join": {**JOIN, "port": 6817}}, "scheduler.join.port", 6817, "unknown key"),
+    ({"kind": "slurm", "join": JOIN, "settings": {"TaskPlugin": "task/none"}}, "scheduler.settings", "settings",
+     "its slurm.conf is the site's"),
+    ({"kind": "slurm", "join": JOIN, "health_check": {}}, "scheduler.health_check", "health_check",
+     "its slurm.conf is the site's"),
+    ({"kind": "slurm", "join": JOIN, "node_port_base": 20000}, "scheduler.node_port_base", "node_port_base",
+     "its SlurmdPort"),
 ])
 def test_a_bad_section_names_the_field_and_shows_the_value(scheduler: dict[str, Any], field: str, value: Any,
                                                            says: str) -> None:

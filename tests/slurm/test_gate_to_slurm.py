@@ -122,4 +122,6 @@ def test_accepted_nodes_form_a_partition_and_slurm_follows_the_gate(base: Path) 
         assert sorted(four.stdout.split()) == ["acc-0", "acc-1-g1", "acc-2", "acc-4"]
         # Destroy: every node out of service first, then gone from the config.
         _sync(cluster, accepted=[], quarantined={}, released=list(state))
-        assert all("DOWN" in i.state for i in cluster.nodes().values())
+        after_down = cluster.nodes()
+        assert all("DOWN" in i.state for i in after_down.values()), {
+            n: (i.state, i.reason) for n, i in after_down.items()}

@@ -49,7 +49,7 @@ from types import TracebackType
 from metalfleet.testing import usage as areas
 
 __all__ = ["PROGRAMS", "NodeInfo", "SlurmCluster", "SlurmError", "fake_devices", "head_lines", "local_nodes",
-           "missing_programs"]
+           "missing_programs", "parse_nodes", "site_controller_conf", "site_controller_script"]
 
 #: The programs the harness runs, and the Debian package of each (what ensure-slurm.sh installs).
 PROGRAMS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sinfo": "slurm-client",
@@ -635,3 +635,78 @@ def _end(proc: subprocess.Popen[bytes], timeout: float) -> None:
     for pid in _session_members(proc.pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A site's own controller, for nodes that join it (scheduler.join)
+
+
+def site_controller_conf(*, hostname: str, address: str, port: int, partition: str, feature: str,
+                         max_nodes: int = 64) -> str:
+    """slurm.conf of a controller that is not metalfleet's and that takes dynamic nodes (Slurm 22.05): what a site
+    has to have for ``scheduler.join``, each line with its reason (https://slurm.schedmd.com/dynamic_nodes.html,
+    configless_slurm.html, slurm.conf(5)). The daemons' paths are Debian's defaults, as on any of the site's nodes."""
+    lines = [
+        ("ClusterName=site", "the site's cluster; the joined nodes take whatever it is called"),
+        (f"SlurmctldHost={hostname}({address})", "where slurmctld runs and is reached"),
+        (f"SlurmctldPort={port}", "this worker's own port: parallel test workers each run a controller"),
+        (f"SlurmdPort={port + 1}", "every node's slurmd: dynamic nodes cannot have a port of their own "
+                                   "(slurmd(8) --conf: \"NodeName and Port are not supported\")"),
+        ("SlurmUser=root", "as on the simulated hosts, whose every user is root of its namespace"),
+        ("AuthType=auth/munge", "nodes authenticate with the site's munge key"),
+        ("CredType=cred/munge", ""),
+        ("SlurmctldParameters=enable_configless", "slurmd --conf-server fetches slurm.conf and gres.conf from here "
+                                                  "(configless_slurm.html)"),
+        (f"MaxNodeCount={max_nodes}", "dynamic_nodes.html: \"Set to the number of possible nodes that can be active "
+                                      "in a system at a time\""),
+        ("TreeWidth=65533", "dynamic_nodes.html: \"TreeWidth must be disabled (i.e. set to 65533) for dynamic "
+                            "environments\""),
+        ("SelectType=select/cons_tres", "dynamic_nodes.html: \"Dynamic nodes are only supported with cons_tres\""),
+        ("SelectTypeParameters=CR_Core", ""),
+        ("GresTypes=gpu", "the nodes' Gres=gpu:<model>:<n>"),
+        ("CommunicationParameters=NoInAddrAny",
+         "the simulated hosts share this machine's network: each slurmd binds its own host's address on SlurmdPort"),
+        ("SlurmdParameters=config_overrides", "the hosts' simulated CPUs, not this machine's, as configured"),
+        ("ProctrackType=proctrack/linuxproc", "no writable cgroup filesystem on the simulated hosts"),
+        ("TaskPlugin=task/none", ""),
+        ("StateSaveLocation=/var/spool/slurmctld", "Debian's defaults, as on the site's nodes"),
+        ("SlurmdSpoolDir=/var/spool/slurmd", ""),
+        ("SlurmctldPidFile=/run/slurmctld.pid", ""),
+        ("SlurmdPidFile=/run/slurmd.pid", ""),
+        ("SlurmctldLogFile=/var/log/slurmctld.log", ""),
+        ("SlurmdLogFile=/var/log/slurmd.log", ""),
+        ("ReturnToService=2", ""),
+        ("MpiDefault=none", ""),
+        (f"NodeSet=ns_joined Feature={feature}", "dynamic_nodes.html: dynamic nodes go into partitions \"by using "
+                                                 "the partition's nodes ALL keyword or NodeSets and specifying a "
+                                                 "feature on the nodes\""),
+        (f"PartitionName={partition} Nodes=ns_joined Default=YES MaxTime=INFINITE State=UP", ""),
+    ]
+    return "".join((f"# {why}\n" if why else "") + f"{line}\n" for line, why in lines)
+
+
+def site_controller_script(*, conf: str, munge_key: bytes, gres: str, submit_host: str) -> str:
+    """The shell script that makes a simulated host the site's controller, as its admins would (Debian's packages,
+    the site's munge key, slurm.conf and gres.conf, the daemons enabled), for ``sh -c`` as root there.
+
+    ``submit_host``: the host's own name, made to resolve to 127.0.0.1. The simulated hosts share this machine's
+    network, so every connection between them comes from 127.0.0.1; with NoInAddrAny srun listens on the address
+    its host's name resolves to, and the tasks of a job connect back to the address srun's request came from."""
+    import base64
+    import shlex
+
+    key = shlex.quote(base64.b64encode(munge_key).decode())
+    return "\n".join([
+        "set -e",
+        "apt-get install -y munge slurmctld slurm-client >/dev/null",
+        "mkdir -p /etc/munge /etc/slurm /var/spool/slurmctld",
+        f"echo {key} | base64 -d > /etc/munge/munge.key",
+        "chmod 0400 /etc/munge/munge.key",
+        f"cat > /etc/slurm/slurm.conf <<'EOF'\n{conf}EOF",
+        f"cat > /etc/slurm/gres.conf <<'EOF'\n{gres.rstrip()}\nEOF",
+        f"echo {shlex.quote(f'127.0.0.1 localhost {submit_host}')} > /etc/hosts",
+        "systemctl enable --now munge",
+        "systemctl enable --now slurmctld",
+        "for i in $(seq 100); do scontrol ping >/dev/null 2>&1 && exit 0; sleep 0.3; done",
+        "tail -5 /var/log/slurmctld.log >&2; exit 1",
+    ])
