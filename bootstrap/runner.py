@@ -61,6 +61,25 @@ def _short(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
+
+def read_facts(conn: Any, host: str, facts: Sequence[Fact[Any]], *, timeout: float = 60.0) -> tuple[FactValues, str]:
+    """Read ``facts`` on a connected host in one round trip (one script, each fact's output fenced by a token);
+    their parsed values, and what the script wrote to stderr. Raises when no fact could be read at all."""
+    script = Script.facts([f.command() for f in facts])
+    res = conn.run_script(script, timeout=timeout, retry_on_drop=True)
+    parsed = parse_fact_output(res.text, script.token, len(facts))
+    if all(rc == -1 for _, rc in parsed):
+        raise CommandFailed(f"{host}: could not read facts (rc={res.rc}): "
+                            f"{(res.stderr or res.stdout).decode(errors='replace').strip()[-500:]}",
+                            host=host, argv=["sh", "-c", "<facts>"], rc=res.rc)
+    values: dict[Fact[Any], Any] = {}
+    for fact, (out, rc) in zip(facts, parsed, strict=True):
+        try:
+            values[fact] = fact.parse(out, rc)
+        except Exception as exc:
+            raise StepError(f"{host}: cannot parse fact {fact.label}: {type(exc).__name__}: {exc}") from exc
+    return FactValues(values), res.stderr.decode(errors="replace").strip()
+
 class _HostRun:
     def __init__(self, host: Host, steps: list[Step[Any]], conn: Connector, opts: RunOptions, log: HostLog,
                  emit: ProgressCallback, fan: FanOut[Host, HostReport]) -> None:
@@ -91,28 +110,16 @@ class _HostRun:
         todo = [f for f in dict.fromkeys(facts) if f not in self.cache]
         if not todo:
             return
-        script = Script.facts([f.command() for f in todo])
         t0 = time.monotonic()
-        res = self.conn.run_script(script, timeout=self.opts.fact_timeout, retry_on_drop=True)
+        values, stderr = read_facts(self.conn, self.host.name, todo, timeout=self.opts.fact_timeout)
         self.report.round_trips += 1
         self.report.fact_seconds += time.monotonic() - t0
-        if res.stderr.strip():
-            self.log.write("facts stderr: " + res.stderr.decode(errors="replace").strip()[-4000:])
-        parsed = parse_fact_output(res.text, script.token, len(todo))
-        if all(rc == -1 for _, rc in parsed):
-            raise CommandFailed(f"{self.host.name}: could not read facts (rc={res.rc}): "
-                                f"{(res.stderr or res.stdout).decode(errors='replace').strip()[-500:]}",
-                                host=self.host.name, argv=["sh", "-c", "<facts>"], rc=res.rc)
-        values: dict[Fact[Any], Any] = {}
-        for fact, (out, rc) in zip(todo, parsed, strict=True):
-            try:
-                values[fact] = fact.parse(out, rc)
-            except Exception as exc:
-                raise StepError(f"{self.host.name}: cannot parse fact {fact.label}: {type(exc).__name__}: {exc}") \
-                    from exc
+        if stderr:
+            self.log.write("facts stderr: " + stderr[-4000:])
+        for fact in todo:
             if self.opts.dry_run or len(self.report.facts) < 200:
                 self.report.facts.setdefault(fact.label, _short(values[fact]))
-        self.cache.update(values)
+        self.cache.update(dict(values.items()))
         self.emit("facts", detail=f"{len(todo)} fact(s)", seconds=time.monotonic() - t0)
 
     def gather_for(self, steps: Sequence[Step[Any]]) -> None:

@@ -36,7 +36,6 @@ from .inventory import Host, Inventory
 from .profiles import Profile
 from .progress import ProgressCallback
 from .report import Report
-from .script import Script, parse_fact_output
 from .sessions import FanOut, SessionPool
 from .slurm import (
     GateNode,
@@ -234,13 +233,12 @@ def join_profile(setup: SlurmSetup, nodes: Sequence[SlurmNode], hosts: Mapping[s
 
 
 def _read_facts(pool: SessionPool, host: Host, facts: Sequence[Fact[Any]]) -> FactValues:
+    from .runner import read_facts
+
     conn = pool.connector(host)
     try:
         conn.connect()
-        script = Script.facts([f.command() for f in facts])
-        res = conn.run_script(script, timeout=60, retry_on_drop=True)
-        parsed = parse_fact_output(res.text, script.token, len(facts))
-        return FactValues({f: f.parse(out, rc) for f, (out, rc) in zip(facts, parsed, strict=True)})
+        return read_facts(conn, host.name, facts)[0]
     finally:
         conn.close()
 
