@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from metalfleet.testing import usage as areas
+from metalfleet.testing.kit.process import dies_with_parent
 
 __all__ = ["IPMI_SIM_DIR", "PSU_FAILURE_SEL", "BmcHost", "BmcPool", "start_bmc_pool"]
 
@@ -48,13 +48,6 @@ def _free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _pdeathsig() -> None:
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -231,9 +224,9 @@ def _start_ipmi_sim(h: BmcHost, password: str, ipmitool: str, emu_extra: Sequenc
     (d / "sim").mkdir(exist_ok=True)
     env = {**os.environ, "CHASSIS_STATE_DIR": str(d)}
     with open(d / "ipmi_sim.log", "ab") as out:
-        h.proc = subprocess.Popen(["ipmi_sim", "-c", str(d / "lan.conf"), "-f", str(d / "gpusim.emu"),
-                                   "-s", str(d / "sim"), "-n"], stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                  env=env, preexec_fn=_pdeathsig)
+        h.proc = subprocess.Popen(dies_with_parent(["ipmi_sim", "-c", str(d / "lan.conf"), "-f",
+                                                    str(d / "gpusim.emu"), "-s", str(d / "sim"), "-n"]),
+                                  stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 15
     while True:  # answers a real IPMI 2.0 session (ipmitool, cipher suite 3) once it is up
         res = subprocess.run([ipmitool, "-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", str(h.port),

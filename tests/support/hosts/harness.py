@@ -38,7 +38,6 @@ root in private namespaces), for product code that uses ``Host.fs_root = "/"``; 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import json
 import os
@@ -58,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from metalfleet.testing import usage as areas
+from metalfleet.testing.kit.process import dies_with_parent
 
 from .shims import mfshim  # the shims' own state logic, reused for boot
 
@@ -235,12 +235,6 @@ def _keygen(path: Path, comment: str) -> str:
     return Path(f"{path}.pub").read_text().strip()
 
 
-def _pdeathsig() -> None:
-    """Let sshd die with the harness process (so a killed test run leaves no daemons)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _children() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -338,9 +332,8 @@ class SimHost:
     # -- sshd ------------------------------------------------------------------------------
     def start(self) -> None:
         log = open(self.sshd_dir / "sshd.log", "ab")  # noqa: SIM115 - owned by the process
-        self.proc = subprocess.Popen([self.fleet.sshd, "-D", "-e", "-f", str(self.sshd_dir / "sshd_config")],
-                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=_pdeathsig)
+        argv = dies_with_parent([self.fleet.sshd, "-D", "-e", "-f", str(self.sshd_dir / "sshd_config")])
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 
     def wait_listening(self, timeout: float = 10.0) -> None:

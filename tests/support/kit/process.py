@@ -24,7 +24,18 @@ from metalfleet.testing.kit.faults import CONTROL_PREFIX, WsgiApp
 if TYPE_CHECKING:
     from metalfleet.testing.kit.simhosts import SimHosts
 
-__all__ = ["EmulatorClient", "run_server", "server_parser", "watch_parent"]
+__all__ = ["EmulatorClient", "dies_with_parent", "run_server", "server_parser", "watch_parent"]
+
+
+def dies_with_parent(argv: list[str], sig: str = "TERM") -> list[str]:
+    """``argv`` run through util-linux's ``setpriv --pdeathsig``: the daemon gets ``sig`` when the process that
+    started it ends (a killed test run leaves no daemon behind). Not a ``preexec_fn``: that makes subprocess fork
+    instead of vfork, and a fork of a test worker where gRPC runs (the Pulumi engine tests' language host) aborts
+    in gRPC's fork handler before the exec ("epoll_wait error: Bad file descriptor", exit -6)."""
+    import shutil
+
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--pdeathsig={sig}", "--", *argv]
 
 
 # ---------------------------------------------------------------------------------------------
