@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from metalfleet.bootstrap.inventory import Inventory
 from metalfleet.bootstrap.scheduler import SlurmSetup, join_slurm
 from metalfleet.bootstrap.slurm import GateNode
-from metalfleet.bootstrap.ssh import SshConnection
 from metalfleet.testing.hosts.harness import HostFleet, start_hosts
 from metalfleet.testing.slurm import free_port_block
 
+from ._fleet import inventory, ssh
 from .test_real_slurm import require_slurm
 from .test_slurm_on_hosts import SIM_SETTINGS
 
@@ -46,14 +45,10 @@ def fleet() -> Iterator[HostFleet]:
 
 
 def _inventory(f: HostFleet) -> Inventory:
-    inv = f.inventory(offering=OFFERING, provider="huawei")
-    return Inventory(inv.hosts, f.ssh_options(pinned_keys={h.address: [h.host_key] for h in f.hosts}))
+    return inventory(f, OFFERING, "huawei")
 
 
-def _ssh(f: HostFleet, i: int, argv: list[str]) -> Any:
-    inv = _inventory(f)
-    with SshConnection(inv.hosts[i].endpoint(), inv.ssh) as conn:
-        return conn.run(argv, timeout=90)
+_ssh = ssh
 
 
 def test_ascend_nodes_offer_their_npus_and_srun_starts_hccl_test_on_them(fleet: HostFleet) -> None:

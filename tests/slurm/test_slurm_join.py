@@ -25,10 +25,10 @@ from metalfleet.bootstrap.acceptance.live import run_acceptance
 from metalfleet.bootstrap.acceptance.probes import AcceptanceOptions
 from metalfleet.bootstrap.inventory import Inventory
 from metalfleet.bootstrap.scheduler import SlurmSetup, join_slurm, leave_joined
-from metalfleet.bootstrap.ssh import SshConnection
 from metalfleet.testing.hosts.harness import HostFleet, start_hosts
 from metalfleet.testing.slurm import free_port_block, parse_nodes, site_controller_conf, site_controller_script
 
+from ._fleet import inventory, ssh
 from .test_real_slurm import require_slurm
 
 #: One fleet for the module, its tests in order on one worker (each starts from what the one before left).
@@ -70,15 +70,10 @@ def _start_site(f: HostFleet) -> None:
 
 
 def _inventory(f: HostFleet, *idx: int) -> Inventory:
-    inv = f.inventory(offering=OFFERING, provider="fake", hosts=[f.hosts[i] for i in idx])
-    return Inventory(inv.hosts, f.ssh_options(pinned_keys={h.address: [h.host_key] for h in f.hosts}))
+    return inventory(f, OFFERING, "fake", idx)
 
 
-def _ssh(f: HostFleet, i: int, argv: list[str]) -> Any:
-    h = f.hosts[i]
-    inv = f.inventory(offering=OFFERING, provider="fake", hosts=[h])
-    with SshConnection(inv.hosts[0].endpoint(), f.ssh_options(pinned_keys={h.address: [h.host_key]})) as conn:
-        return conn.run(argv, timeout=90)
+_ssh = ssh
 
 
 def _site_nodes(f: HostFleet) -> dict[str, Any]:

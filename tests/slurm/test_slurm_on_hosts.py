@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -18,10 +17,10 @@ from metalfleet.bootstrap.acceptance.live import run_acceptance
 from metalfleet.bootstrap.acceptance.probes import AcceptanceOptions
 from metalfleet.bootstrap.inventory import Inventory
 from metalfleet.bootstrap.scheduler import SlurmSetup, join_slurm
-from metalfleet.bootstrap.ssh import SshConnection
 from metalfleet.testing.hosts.harness import HostFleet, start_hosts
 from metalfleet.testing.slurm import free_port_block
 
+from ._fleet import inventory, ssh
 from .test_real_slurm import require_slurm
 
 #: One fleet for the module, its tests in order on one worker (each starts from what the one before left).
@@ -56,14 +55,10 @@ def fleet() -> Iterator[HostFleet]:
 
 
 def _inventory(f: HostFleet) -> Inventory:
-    inv = f.inventory(offering=OFFERING, provider="fake")
-    return Inventory(inv.hosts, f.ssh_options(pinned_keys={h.address: [h.host_key] for h in f.hosts}))
+    return inventory(f, OFFERING, "fake")
 
 
-def _ssh(f: HostFleet, i: int, argv: list[str]) -> Any:
-    inv = _inventory(f)
-    with SshConnection(inv.hosts[i].endpoint(), inv.ssh) as conn:
-        return conn.run(argv, timeout=60)
+_ssh = ssh
 
 
 def test_accepted_nodes_form_a_partition_and_run_a_job(fleet: HostFleet) -> None:
