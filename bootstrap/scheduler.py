@@ -436,12 +436,13 @@ def leave_slurm(controller: Host, names: Sequence[str], *, ssh: SshOptions | Non
     return calls
 
 
-def leave_joined(hosts: Mapping[str, Host], *, ssh: SshOptions | None = None, connect: Connect | None = None,
-                 attempts: int = 20) -> list[list[str]]:
+def leave_joined(hosts: Mapping[str, Host], *, via: Sequence[Host] = (), ssh: SshOptions | None = None,
+                 connect: Connect | None = None, attempts: int = 20) -> list[list[str]]:
     """Take joined nodes (Slurm node name -> its host) off a controller that is not metalfleet's: each node's
     slurmd stopped and disabled (it would register, and so create itself, again), then the node set DOWN and
-    deleted, so ``scontrol show nodes`` no longer lists it. The calls made; raises when none of the hosts can run
-    scontrol or a node cannot be deleted."""
+    deleted, so ``scontrol show nodes`` no longer lists it. scontrol runs on one of the leaving hosts, else on one
+    of ``via`` (nodes that stay: a leaving machine may be gone already). The calls made; raises when no host can
+    run scontrol or a node cannot be deleted."""
     if not hosts:
         return []
     calls: list[list[str]] = []
@@ -461,8 +462,8 @@ def leave_joined(hosts: Mapping[str, Host], *, ssh: SshOptions | None = None, co
                                                            thread_name_prefix="mf-slurm")
         fan.run(stop)
         last: MetalfleetError | None = None
-        for via in hosts.values():  # any of them can reach the controller with its client config
-            ctl = _Ctl.joined(via)
+        for runner in [*hosts.values(), *via]:  # any of them reaches the controller with its client config
+            ctl = _Ctl.joined(runner)
             try:
                 states = parse_nodes(_scontrol(pool, ctl, ["scontrol", "show", "nodes", "--oneliner"]))
             except MetalfleetError as exc:

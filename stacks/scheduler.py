@@ -150,7 +150,31 @@ class SlurmPartitionProvider(ResourceProvider):
         return DiffResult(changes=key(olds) != key(news), replaces=[], delete_before_replace=False)
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self._run(news, olds.get(KEY)))
+        outs = self._run(news, olds.get(KEY))
+        now = set(outs.get("nodes_in") or [])
+        gone = [n for n in olds.get("nodes_in") or [] if n not in now]
+        if gone and ((news.get("spec") or {}).get("scheduler") or {}).get("join"):
+            self._forget(olds, gone)
+        return UpdateResult(outs=outs)
+
+    def _forget(self, olds: dict[str, Any], gone: list[str]) -> None:
+        """Nodes that left a joined partition (a replaced node's predecessor, a cluster made smaller) deleted from
+        the site's controller, which would otherwise keep them (drained, or down) for good. Their machines still
+        run here: the engine deletes a replaced node after its dependents are updated."""
+        from metalfleet.bootstrap.scheduler import leave_joined
+
+        with guarded(olds):
+            full = reveal(olds)
+            with private_key_file(full["spec"]) as spec_dict:
+                spec = parse_spec(spec_dict, "scheduler resource state", check_references=False)
+                try:
+                    inv, _setup = self._setup(spec, {**full, "spec": spec_dict}, None)
+                    by_name = {h.name: h for h in inv.hosts}
+                    leave_joined({n: by_name[n] for n in gone if n in by_name},
+                                 via=[h for n, h in by_name.items() if n not in gone], ssh=inv.ssh)
+                except MetalfleetError as exc:
+                    pulumi.log.warn(f"slurm: could not delete {', '.join(gone)} from the controller they joined: "
+                                    f"{exc.message}")
 
     def delete(self, id: str, props: dict[str, Any]) -> None:
         from metalfleet.bootstrap.scheduler import leave_joined, leave_slurm
