@@ -340,7 +340,8 @@ def resume_argv(name: str) -> list[str]:
 
 
 def remove_argv(name: str) -> list[str]:
-    """Take a node out of service before its machine goes (the config then drops it)."""
+    """Take a node out of service before its machine goes (the config then drops it): its jobs end. After
+    :func:`drain_argv` (plan_sync), so that a registration in between cannot put it back in service."""
     return ["scontrol", "update", f"nodename={name}", "state=down", f"reason={REASON_PREFIX}released"]
 
 
@@ -422,8 +423,10 @@ def plan_sync(current: Mapping[str, NodeState], *, accepted: Iterable[str], quar
             calls.append(resume_argv(name))
     for name in released:
         st = current.get(name)
-        if st is not None and not ("DOWN" in st.flags and st.ours):
-            calls.append(remove_argv(name))
+        # drained first: DRAIN survives the node registering again before its machine goes (ReturnToService
+        # brings a DOWN node back, not a drained one), then DOWN, which ends what still runs there
+        if st is not None and not (st.drained and st.reason == f"{REASON_PREFIX}released"):
+            calls += [drain_argv(name, "released"), remove_argv(name)]
         if st is not None and delete:
             calls.append(delete_argv(name))
     return calls

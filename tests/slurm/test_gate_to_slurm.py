@@ -107,6 +107,7 @@ def test_accepted_nodes_form_a_partition_and_slurm_follows_the_gate(base: Path) 
         # service before its machine goes, then the config names the successor instead (a restart, as Slurm
         # 22.05 needs for a changed node set).
         assert _sync(cluster, accepted=[], quarantined={}, released=["acc-1"]) == [
+            ["scontrol", "update", "nodename=acc-1", "state=drain", "reason=metalfleet: released"],
             ["scontrol", "update", "nodename=acc-1", "state=down", "reason=metalfleet: released"]]
         (succ,) = definitions(*judged(["acc-1-g1"], faulty=set()), devices)
         after = [d for d in defs if d.name != "acc-1"] + [succ]
@@ -122,6 +123,6 @@ def test_accepted_nodes_form_a_partition_and_slurm_follows_the_gate(base: Path) 
         assert sorted(four.stdout.split()) == ["acc-0", "acc-1-g1", "acc-2", "acc-4"]
         # Destroy: every node out of service first, then gone from the config.
         _sync(cluster, accepted=[], quarantined={}, released=list(state))
-        after_down = cluster.nodes()
-        assert all("DOWN" in i.state for i in after_down.values()), {
+        after_down = cluster.nodes()  # drained (a registration in between may have lifted DOWN, never DRAIN)
+        assert all("DRAIN" in i.state and i.reason == "metalfleet: released" for i in after_down.values()), {
             n: (i.state, i.reason) for n, i in after_down.items()}

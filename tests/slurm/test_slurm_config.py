@@ -90,10 +90,14 @@ def test_the_sync_makes_slurm_agree_with_the_gate_and_a_second_run_does_nothing(
            "c": NodeState("c", frozenset({"IDLE", "DRAIN"}), "metalfleet: gpu-count: expected 8 GPUs, found 7"),
            "d": NodeState("d", frozenset({"IDLE", "DRAIN"}), "operator: firmware update"), "e": NodeState("e", idle)}
     calls = plan_sync(now, accepted=["a", "c", "d"], quarantined={"b": why}, released=["e"])
-    assert calls == [drain_argv("b", why), resume_argv("c"), remove_argv("e")]  # d: an operator's drain stays
+    # d: an operator's drain stays; e: drained before it is downed, so a registration cannot put it back
+    assert calls == [drain_argv("b", why), resume_argv("c"), drain_argv("e", "released"), remove_argv("e")]
     after = {**now, "b": NodeState("b", frozenset({"IDLE", "DRAIN"}), f"metalfleet: {why}"),
-             "c": NodeState("c", idle), "e": NodeState("e", frozenset({"DOWN"}), "metalfleet: released")}
+             "c": NodeState("c", idle), "e": NodeState("e", frozenset({"DOWN", "DRAIN"}), "metalfleet: released")}
     assert plan_sync(after, accepted=["a", "c", "d"], quarantined={"b": why}, released=["e"]) == []
+    # e registered again before its machine went: DOWN is gone, the drain is not; nothing more to do
+    back = {**after, "e": NodeState("e", frozenset({"IDLE", "DRAIN"}), "metalfleet: released")}
+    assert plan_sync(back, accepted=["a", "c", "d"], quarantined={"b": why}, released=["e"]) == []
 
 
 def test_the_task_prolog_hands_jobs_the_gates_nccl_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -136,7 +136,8 @@ def test_quarantine_drains_a_successor_joins_and_the_released_node_is_deleted(fl
     assert f"node2|metalfleet: {report.node('node2').reason}" in sinfo, sinfo
     # replaced: node3 joins in node2's place, node2 is taken off the controller before its machine goes
     calls = leave_joined({"node2": inv.hosts[1]}, ssh=inv.ssh)
-    assert [c[1] for c in calls] == ["update", "delete"]
+    assert [c[1:4] for c in calls] == [["update", "nodename=node2", "state=drain"],
+                                       ["update", "nodename=node2", "state=down"], ["delete", "nodename=node2"]]
     successor = _inventory(fleet, 1, 3)
     joined = join_slurm(successor, run_acceptance(successor, options=OPTIONS), _setup(fleet))
     assert joined.ok, joined.summary()

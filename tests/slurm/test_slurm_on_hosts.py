@@ -119,10 +119,11 @@ def test_the_gate_drains_resumes_and_releases_nodes_in_slurm(fleet: HostFleet) -
     assert "DRAIN" not in resumed.states["node2"].flags
     # release: every node out of service before the machines go
     calls = leave_slurm(inv.hosts[0], ["node1", "node2"], ssh=inv.ssh)
-    assert [c[2] for c in calls] == ["nodename=node1", "nodename=node2"]
+    assert [(c[2], c[3]) for c in calls] == [("nodename=node1", "state=drain"), ("nodename=node1", "state=down"),
+                                             ("nodename=node2", "state=drain"), ("nodename=node2", "state=down")]
     nodes = _ssh(fleet, 0, ["scontrol", "show", "nodes", "--oneliner"]).stdout.decode()
-    assert all("State=DOWN" in line for line in nodes.splitlines() if line.startswith(("NodeName=node1",
-                                                                                        "NodeName=node2")))
+    gone = [line for line in nodes.splitlines() if line.startswith(("NodeName=node1", "NodeName=node2"))]
+    assert len(gone) == 2 and all("DRAIN" in line and "Reason=metalfleet: released" in line for line in gone), gone
 
 
 def test_the_health_check_drains_a_node_that_lost_a_gpu(fleet: HostFleet) -> None:
