@@ -154,29 +154,19 @@ class SlurmPartitionProvider(ResourceProvider):
         now = set(outs.get("nodes_in") or [])
         gone = [n for n in olds.get("nodes_in") or [] if n not in now]
         if gone and ((news.get("spec") or {}).get("scheduler") or {}).get("join"):
-            self._forget(olds, gone)
+            # a replaced node's predecessor (or a smaller cluster): the site's controller would keep it for good;
+            # its machine still runs here (the engine deletes a replaced node after its dependents are updated)
+            self._take_out(olds, gone, f"could not delete {', '.join(gone)} from the controller they joined")
         return UpdateResult(outs=outs)
 
-    def _forget(self, olds: dict[str, Any], gone: list[str]) -> None:
-        """Nodes that left a joined partition (a replaced node's predecessor, a cluster made smaller) deleted from
-        the site's controller, which would otherwise keep them (drained, or down) for good. Their machines still
-        run here: the engine deletes a replaced node after its dependents are updated."""
-        from metalfleet.bootstrap.scheduler import leave_joined
-
-        with guarded(olds):
-            full = reveal(olds)
-            with private_key_file(full["spec"]) as spec_dict:
-                spec = parse_spec(spec_dict, "scheduler resource state", check_references=False)
-                try:
-                    inv, _setup = self._setup(spec, {**full, "spec": spec_dict}, None)
-                    by_name = {h.name: h for h in inv.hosts}
-                    leave_joined({n: by_name[n] for n in gone if n in by_name},
-                                 via=[h for n, h in by_name.items() if n not in gone], ssh=inv.ssh)
-                except MetalfleetError as exc:
-                    pulumi.log.warn(f"slurm: could not delete {', '.join(gone)} from the controller they joined: "
-                                    f"{exc.message}")
-
     def delete(self, id: str, props: dict[str, Any]) -> None:
+        # the machines go anyway: a failure is said, it does not block the destroy
+        self._take_out(props, list(props.get("nodes_in") or []), "could not take the nodes out of service first")
+
+    def _take_out(self, props: dict[str, Any], names: list[str], failed: str) -> None:
+        """``names`` out of Slurm as the resource's recorded state describes it: joined nodes stopped and deleted
+        from the site's controller (through a node that stays when a leaving machine is gone), a partition of
+        metalfleet's own drained and downed. A failure is a warning starting "slurm: ``failed``"."""
         from metalfleet.bootstrap.scheduler import leave_joined, leave_slurm
 
         with guarded(props):
@@ -185,14 +175,14 @@ class SlurmPartitionProvider(ResourceProvider):
                 spec = parse_spec(spec_dict, "scheduler resource state", check_references=False)
                 try:
                     inv, setup = self._setup(spec, {**full, "spec": spec_dict}, None)
-                    names = list(props.get("nodes_in") or [])
-                    if setup.join is not None:  # dynamic nodes: stopped and deleted from the site's controller
+                    if setup.join is not None:
                         by_name = {h.name: h for h in inv.hosts}
-                        leave_joined({n: by_name[n] for n in names if n in by_name}, ssh=inv.ssh)
+                        leave_joined({n: by_name[n] for n in names if n in by_name},
+                                     via=[h for n, h in by_name.items() if n not in names], ssh=inv.ssh)
                     else:
                         leave_slurm(setup.controller_host(), names, ssh=inv.ssh)
-                except MetalfleetError as exc:  # the machines go anyway: say so, do not block the destroy
-                    pulumi.log.warn(f"slurm: could not take the nodes out of service first: {exc.message}")
+                except MetalfleetError as exc:
+                    pulumi.log.warn(f"slurm: {failed}: {exc.message}")
 
 
 class SlurmPartition(Resource, module=MODULE, name="SlurmPartition"):
