@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -291,8 +292,19 @@ def run(case: Case, *args: str, home: Path, env: Mapping[str, str] | None = None
 
 def refresh(case: Case, emulator: Any, out: Path, *extra: str, env: Mapping[str, str] | None = None
             ) -> subprocess.CompletedProcess[str]:
-    return run(case, "catalogue", "refresh", *case.refresh, "--out", str(out), "--endpoint-url", emulator.url, *extra,
-               home=out.parent, env=env)
+    """The refresh CLI. The day it says it priced as of must be the day it ran; the tests' expectations (TODAY)
+    follow it, so a suite that runs across midnight expects the day the refresh really ran."""
+    global TODAY
+    before = date.today()
+    res = run(case, "catalogue", "refresh", *case.refresh, "--out", str(out), "--endpoint-url", emulator.url, *extra,
+              home=out.parent, env=env)
+    after = date.today()
+    said = re.search(r"as of (\d{4}-\d{2}-\d{2})", res.stdout)
+    if said:
+        day = date.fromisoformat(said.group(1))
+        assert before <= day <= after, f"refreshed as of {day}, run between {before} and {after}"
+        TODAY = day
+    return res
 
 
 @pytest.fixture(params=CASES, ids=str)
