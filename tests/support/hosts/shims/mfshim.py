@@ -611,13 +611,7 @@ def gpu_devices(cfg: dict[str, Any]) -> None:
         return
     gpu = cfg.get("gpu") or {}
     count = int(gpu.get("count") or 0) if gpu.get("vendor", "nvidia") == "nvidia" else 0
-    for name in ["nvidiactl", *(f"nvidia{i}" for i in range(count))]:
-        path = os.path.join("/dev", name)
-        if not os.path.exists(path):
-            try:
-                open(path, "a").close()
-            except OSError:
-                return
+    _device_files(["nvidiactl", *(f"nvidia{i}" for i in range(count))])
 
 
 def npu_devices(cfg: dict[str, Any]) -> None:
@@ -629,7 +623,12 @@ def npu_devices(cfg: dict[str, Any]) -> None:
         return
     gpu = cfg.get("gpu") or {}
     count = int(gpu.get("count") or 0) if gpu.get("vendor") == "ascend" else 0
-    for name in ["davinci_manager", "devmm_svm", "hisi_hdc", *(f"davinci{i}" for i in range(count))]:
+    _device_files(["davinci_manager", "devmm_svm", "hisi_hdc", *(f"davinci{i}" for i in range(count))])
+
+
+def _device_files(names: list[str]) -> None:
+    """Regular files in the host's /dev for the given device names (kept when they exist)."""
+    for name in names:
         path = os.path.join("/dev", name)
         if not os.path.exists(path):
             try:
